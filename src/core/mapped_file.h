@@ -1,0 +1,28 @@
+// Read-only memory mapping of a whole file; the bytes stay valid for the object's lifetime.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace tessera {
+
+class MappedFile {
+ public:
+  // Throws tessera::Error naming the path when the file cannot be opened or mapped.
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,54 @@
+// Tensor element types as numbered in GGUF (ggml's type ids), with their block layout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tessera {
+
+// Values are the on-disk GGUF ids; do not renumber.
+enum class TensorType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  BF16 = 30,
+};
+
+struct TensorTypeTraits {
+  TensorType type;
+  std::string_view name;
+  uint32_t block_elements;  // elements per block (1 for plain types)
+  uint32_t block_bytes;     // bytes per block
+};
+
+// Traits for a GGUF type id; empty for ids Tessera does not know (the loader reports them by number).
+std::optional<TensorTypeTraits> tensor_type_traits(uint32_t type_id);
+const TensorTypeTraits& traits(TensorType type);
+std::string_view tensor_type_name(TensorType type);
+std::optional<TensorType> tensor_type_from_name(std::string_view name);  // case-insensitive, e.g. "q8_0"
+
+// Bytes needed for `n_elements` of `type`; n_elements must be a multiple of the block size.
+inline uint64_t tensor_row_bytes(TensorType type, uint64_t n_elements) {
+  const TensorTypeTraits& t = traits(type);
+  return n_elements / t.block_elements * t.block_bytes;
+}
+
+}  // namespace tessera

@@ -1,0 +1,130 @@
+// GGUF (v2, v3) reader: metadata key/values and tensor table over a memory-mapped or in-memory file.
+// No model knowledge lives here; src/model binds tensors by name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/tensor_type.h"
+
+namespace tessera {
+
+class MappedFile;
+
+namespace gguf {
+
+// On-disk metadata value type ids; do not renumber.
+enum class ValueType : uint32_t {
+  UInt8 = 0,
+  Int8 = 1,
+  UInt16 = 2,
+  Int16 = 3,
+  UInt32 = 4,
+  Int32 = 5,
+  Float32 = 6,
+  Bool = 7,
+  String = 8,
+  Array = 9,
+  UInt64 = 10,
+  Int64 = 11,
+  Float64 = 12,
+};
+
+std::string_view value_type_name(ValueType type);
+
+struct Value;
+
+struct Array {
+  ValueType element_type = ValueType::UInt8;
+  std::vector<Value> elements;
+};
+
+// One metadata value. Integers keep their declared width in `type` but are stored widened.
+struct Value {
+  ValueType type = ValueType::UInt8;
+  std::variant<uint64_t, int64_t, double, bool, std::string, Array> data;
+
+  static Value make_u32(uint32_t v) { return {ValueType::UInt32, uint64_t{v}}; }
+  static Value make_u64(uint64_t v) { return {ValueType::UInt64, v}; }
+  static Value make_i32(int32_t v) { return {ValueType::Int32, int64_t{v}}; }
+  static Value make_f32(float v) { return {ValueType::Float32, double{v}}; }
+  static Value make_bool(bool v) { return {ValueType::Bool, v}; }
+  static Value make_string(std::string v) { return {ValueType::String, std::move(v)}; }
+  static Value make_array(ValueType element_type, std::vector<Value> elements) {
+    return {ValueType::Array, Array{element_type, std::move(elements)}};
+  }
+
+  bool is_integer() const;
+  bool is_float() const { return type == ValueType::Float32 || type == ValueType::Float64; }
+  // Each accessor throws tessera::Error when the value is not of a fitting type.
+  uint64_t as_uint() const;  // any non-negative integer
+  int64_t as_int() const;    // any integer that fits int64
+  double as_float() const;   // floats and integers
+  bool as_bool() const;
+  const std::string& as_string() const;
+  const Array& as_array() const;
+};
+
+struct TensorInfo {
+  std::string name;
+  std::vector<uint64_t> dims;  // GGUF order: dims[0] is the contiguous (row) dimension
+  TensorType type = TensorType::F32;
+  uint64_t offset = 0;         // relative to the start of the data section
+  uint64_t n_elements = 0;
+  uint64_t n_bytes = 0;
+  const uint8_t* data = nullptr;  // points into the file's bytes
+
+  uint64_t row_length() const { return dims.empty() ? 1 : dims[0]; }
+  uint64_t n_rows() const { return dims.empty() ? 1 : n_elements / dims[0]; }
+};
+
+class File {
+ public:
+  // Maps and parses a file. Throws tessera::Error with the path and what is wrong.
+  static std::shared_ptr<File> open(const std::string& path);
+  // Parses bytes owned by the caller (they must outlive the File), e.g. the embedded default model.
+  static std::shared_ptr<File> from_memory(std::span<const uint8_t> bytes, std::string name);
+
+  const std::string& name() const { return name_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }
+  uint64_t file_size() const { return bytes_.size(); }
+
+  const std::vector<std::pair<std::string, Value>>& metadata() const { return metadata_; }
+  const Value* find(std::string_view key) const;
+  // Typed getters: throw tessera::Error naming the key when it is missing or has the wrong type.
+  const Value& get(std::string_view key) const;
+  std::string get_string(std::string_view key) const;
+  uint64_t get_uint(std::string_view key) const;
+  double get_float(std::string_view key) const;
+  std::optional<uint64_t> find_uint(std::string_view key) const;
+  std::optional<double> find_float(std::string_view key) const;
+  std::optional<std::string> find_string(std::string_view key) const;
+  std::optional<bool> find_bool(std::string_view key) const;
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find_tensor(std::string_view name) const;
+
+ private:
+  File() = default;
+  void parse();
+
+  std::string name_;
+  std::shared_ptr<MappedFile> mapping_;  // empty for from_memory
+  std::span<const uint8_t> bytes_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, Value>> metadata_;
+  std::vector<TensorInfo> tensors_;
+};
+
+}  // namespace gguf
+}  // namespace tessera

@@ -1,0 +1,233 @@
+// Reference encodings of the weight types. These scalar routines define the formats; SIMD kernels are tested
+// against them.
+#include "kernels/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/fp16.h"
+
+namespace tessera {
+namespace {
+
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[16];  // element j in the low nibble of qs[j], element j+16 in the high nibble
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];  // 8 six-bit scales and 8 six-bit mins, packed
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+struct BlockQ6_K {
+  uint8_t ql[128];  // low 4 bits
+  uint8_t qh[64];   // high 2 bits
+  int8_t scales[16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+void q4k_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+void dequantize_q4_k(const BlockQ4_K* blocks, float* y, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ4_K& blk = blocks[b];
+    const float d = fp16_to_fp32(blk.d);
+    const float dmin = fp16_to_fp32(blk.dmin);
+    const uint8_t* q = blk.qs;
+    for (int j = 0; j < 256; j += 64) {
+      const int is = j / 32;
+      uint8_t sc, m;
+      q4k_scale_min(is, blk.scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      q4k_scale_min(is + 1, blk.scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+      q += 32;
+    }
+  }
+}
+
+void dequantize_q6_k(const BlockQ6_K* blocks, float* y, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ6_K& blk = blocks[b];
+    const float d = fp16_to_fp32(blk.d);
+    const uint8_t* ql = blk.ql;
+    const uint8_t* qh = blk.qh;
+    const int8_t* sc = blk.scales;
+    for (int half = 0; half < 2; ++half) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = static_cast<int>((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = static_cast<int>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = static_cast<int>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = static_cast<int>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * sc[is] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+      y += 128;
+      ql += 64;
+      qh += 32;
+      sc += 8;
+    }
+  }
+}
+
+}  // namespace
+
+bool is_supported_weight_type(TensorType type) {
+  switch (type) {
+    case TensorType::F32:
+    case TensorType::F16:
+    case TensorType::BF16:
+    case TensorType::Q8_0:
+    case TensorType::Q4_0:
+    case TensorType::Q4_K:
+    case TensorType::Q6_K:
+    case TensorType::I8:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void dequantize_row(TensorType type, const void* src, float* dst, int64_t n, float row_scale) {
+  switch (type) {
+    case TensorType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case TensorType::F16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+      return;
+    }
+    case TensorType::BF16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(h[i]);
+      return;
+    }
+    case TensorType::I8: {
+      const auto* q = static_cast<const int8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = q[i] * row_scale;
+      return;
+    }
+    case TensorType::Q8_0: {
+      const auto* blocks = static_cast<const BlockQ8_0*>(src);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const float d = fp16_to_fp32(blocks[b].d);
+        for (int j = 0; j < 32; ++j) dst[b * 32 + j] = blocks[b].qs[j] * d;
+      }
+      return;
+    }
+    case TensorType::Q4_0: {
+      const auto* blocks = static_cast<const BlockQ4_0*>(src);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const float d = fp16_to_fp32(blocks[b].d);
+        for (int j = 0; j < 16; ++j) {
+          dst[b * 32 + j] = (static_cast<int>(blocks[b].qs[j] & 0xF) - 8) * d;
+          dst[b * 32 + j + 16] = (static_cast<int>(blocks[b].qs[j] >> 4) - 8) * d;
+        }
+      }
+      return;
+    }
+    case TensorType::Q4_K:
+      dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / 256);
+      return;
+    case TensorType::Q6_K:
+      dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / 256);
+      return;
+    default:
+      fail("cannot dequantize tensor type {}", tensor_type_name(type));
+  }
+}
+
+void quantize_row(TensorType type, const float* src, void* dst, int64_t n, float* row_scale) {
+  switch (type) {
+    case TensorType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case TensorType::F16: {
+      auto* h = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
+      return;
+    }
+    case TensorType::BF16: {
+      auto* h = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(src[i]);
+      return;
+    }
+    case TensorType::I8: {
+      float amax = 0.0f;
+      for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(src[i]));
+      const float scale = amax / 127.0f;
+      const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+      auto* q = static_cast<int8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::lrintf(src[i] * inv));
+      *row_scale = scale;
+      return;
+    }
+    case TensorType::Q8_0: {
+      auto* blocks = static_cast<BlockQ8_0*>(dst);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(src[b * 32 + j]));
+        const float d = amax / 127.0f;
+        const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+        blocks[b].d = fp32_to_fp16(d);
+        for (int j = 0; j < 32; ++j) blocks[b].qs[j] = static_cast<int8_t>(std::lrintf(src[b * 32 + j] * inv));
+      }
+      return;
+    }
+    case TensorType::Q4_0: {
+      auto* blocks = static_cast<BlockQ4_0*>(dst);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        // The value of largest magnitude maps to -8 exactly, so its sign picks the scale's sign.
+        float max_value = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+          const float v = src[b * 32 + j];
+          if (std::fabs(v) > amax) {
+            amax = std::fabs(v);
+            max_value = v;
+          }
+        }
+        const float d = max_value / -8.0f;
+        const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+        blocks[b].d = fp32_to_fp16(d);
+        for (int j = 0; j < 16; ++j) {
+          const int lo = std::min(15, static_cast<int>(src[b * 32 + j] * inv + 8.5f));
+          const int hi = std::min(15, static_cast<int>(src[b * 32 + j + 16] * inv + 8.5f));
+          blocks[b].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+      }
+      return;
+    }
+    default:
+      fail("quantization to {} is not implemented", tensor_type_name(type));
+  }
+}
+
+}  // namespace tessera
