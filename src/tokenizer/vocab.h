@@ -1,0 +1,44 @@
+// Tokenizer vocabulary as GGUF stores it (tokenizer.ggml.*): pieces, scores, token types and special ids.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+namespace gguf {
+class File;
+}
+
+// GGUF token_type ids (tokenizer.ggml.token_type); do not renumber.
+enum class TokenKind : int32_t {
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
+};
+
+// Pieces follow the GGUF/SentencePiece convention: a space is stored as U+2581 ("▁") and a byte-fallback
+// token is spelled "<0xAB>". tokens, scores and kinds always have the same length (n_vocab).
+struct Vocab {
+  std::string model;                               // tokenizer.ggml.model: "llama" (SentencePiece BPE), "gpt2", ...
+  std::vector<std::string> tokens;                 // [n_vocab]
+  std::vector<float> scores;                       // [n_vocab] merge priority: higher merges first
+  std::vector<TokenKind> kinds;                    // [n_vocab]
+  int32_t bos = -1, eos = -1, unk = -1, pad = -1;  // -1 when the vocabulary has none
+  bool add_bos = true;
+  bool add_eos = false;
+  bool add_space_prefix = true;  // SentencePiece's dummy prefix: " " before non-empty text
+};
+
+// Reads the tokenizer.ggml.* keys. Throws tessera::Error naming the key when data is missing or inconsistent
+// (arrays of different lengths, special ids out of range, wrong value types).
+Vocab vocab_from_gguf(const gguf::File& file);
+
+// Checks the invariants above; throws tessera::Error prefixed with `source` (a file name) when one fails.
+void validate_vocab(const Vocab& vocab, const std::string& source);
+
+}  // namespace tessera
