@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "kernels/weight_matrix.h"
 
@@ -10,7 +11,16 @@ namespace tessera {
 
 // x: [n_tokens, w.n_in] fp32, y: [n_tokens, w.n_out] fp32.
 // Batch invariance (a contract the batching engine relies on): y[t, o] is bit-identical whatever n_tokens is,
-// whichever other rows x holds, and however the work is split across the pool's threads.
+// whichever other rows x holds, and however the work is split across the pool's threads (for one ISA level).
+// Quantized weight types (Q8_0, Q4_0, Q4_K, Q6_K, I8) quantize x on the fly to int8 (blocks of 32 with an fp32
+// scale; one scale per token for I8) and use integer dot products, except at Isa::Scalar.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// The same at an explicit ISA level (capped by what the CPU has); tests and benchmarks use it.
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, Isa isa);
+
+// Definition of the result: dequantize each weight row, sequential fp32 dot product per token.
+// This is what Isa::Scalar runs.
+void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -93,6 +94,154 @@ void dequantize_q6_k(const BlockQ6_K* blocks, float* y, int64_t n_blocks) {
       ql += 64;
       qh += 32;
       sc += 8;
+    }
+  }
+}
+
+// Best (scale, offset) for value ≈ scale·q − offset with q in [0, 15] and offset ≥ 0 (Q4_K can only shift
+// down), by least squares over a few candidate ranges: the full [min(0, lo), hi] range first, then shrunk ones
+// that clip outliers when that lowers the squared error of the whole sub-block.
+void fit_scale_min_4bit(const float* x, int n, float* scale, float* offset) {
+  float lo = 0.0f, hi = x[0];
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  *scale = 0.0f;
+  *offset = -lo;
+  if (hi <= lo) return;
+  float best_err = std::numeric_limits<float>::infinity();
+  for (int step = 0; step <= 12; ++step) {
+    const float range = (hi - lo) * (1.0f - 0.02f * static_cast<float>(step));
+    const float s0 = range / 15.0f;
+    // Quantize with this range, then solve the 2×2 least-squares problem for scale and offset given q.
+    float sq = 0, sqq = 0, sx = 0, sxq = 0;
+    uint8_t q[32];
+    for (int i = 0; i < n; ++i) {
+      q[i] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::lrintf((x[i] - lo) / s0)), 0, 15));
+      sq += q[i];
+      sqq += static_cast<float>(q[i]) * q[i];
+      sx += x[i];
+      sxq += x[i] * q[i];
+    }
+    const float det = n * sqq - sq * sq;
+    float s = s0, off = -lo;
+    if (det > 0.0f) {
+      s = (n * sxq - sq * sx) / det;
+      off = (s * sq - sx) / n;
+    }
+    if (off < 0.0f || s <= 0.0f) {  // the offset must stay ≥ 0: refit the scale alone with offset 0
+      off = 0.0f;
+      s = sqq > 0.0f ? sxq / sqq : s0;
+      if (s <= 0.0f) continue;
+    }
+    float err = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int qi = std::clamp(static_cast<int>(std::lrintf((x[i] + off) / s)), 0, 15);
+      const float e = s * qi - off - x[i];
+      err += e * e;
+    }
+    if (err < best_err) {
+      best_err = err;
+      *scale = s;
+      *offset = off;
+    }
+  }
+}
+
+void quantize_q4_k(const float* x, BlockQ4_K* blocks, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b, x += 256) {
+    float scale[8], offset[8], max_scale = 0.0f, max_offset = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      fit_scale_min_4bit(x + 32 * j, 32, &scale[j], &offset[j]);
+      max_scale = std::max(max_scale, scale[j]);
+      max_offset = std::max(max_offset, offset[j]);
+    }
+    BlockQ4_K& blk = blocks[b];
+    blk.d = fp32_to_fp16(max_scale / 63.0f);
+    blk.dmin = fp32_to_fp16(max_offset / 63.0f);
+    const float d = fp16_to_fp32(blk.d), dmin = fp16_to_fp32(blk.dmin);
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = d > 0.0f ? static_cast<uint8_t>(std::clamp(static_cast<int>(std::lrintf(scale[j] / d)), 0, 63)) : 0;
+      mn[j] = dmin > 0.0f ? static_cast<uint8_t>(std::clamp(static_cast<int>(std::lrintf(offset[j] / dmin)), 0, 63))
+                          : 0;
+    }
+    for (int j = 0; j < 4; ++j) {
+      blk.scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+      blk.scales[j + 4] = static_cast<uint8_t>(mn[j] | ((mn[j + 4] >> 4) << 6));
+      blk.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((mn[j + 4] & 0xF) << 4));
+    }
+    // Re-quantize against the scales as they will be decoded.
+    uint8_t q[256];
+    for (int j = 0; j < 8; ++j) {
+      const float s = d * sc[j], off = dmin * mn[j];
+      for (int i = 0; i < 32; ++i) {
+        const int v = s > 0.0f ? static_cast<int>(std::lrintf((x[32 * j + i] + off) / s)) : 0;
+        q[32 * j + i] = static_cast<uint8_t>(std::clamp(v, 0, 15));
+      }
+    }
+    for (int g = 0; g < 4; ++g)
+      for (int l = 0; l < 32; ++l) blk.qs[32 * g + l] = static_cast<uint8_t>(q[64 * g + l] | (q[64 * g + 32 + l] << 4));
+  }
+}
+
+// Best symmetric scale for value ≈ scale·q, q in [-32, 31]: the largest-magnitude value maps near -32 (the
+// wider side), and a few nearby divisors are tried for the lowest squared error.
+float fit_scale_6bit(const float* x, int n) {
+  float max_value = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max_value = x[i];
+    }
+  }
+  if (amax == 0.0f) return 0.0f;
+  float best_scale = max_value / -32.0f, best_err = std::numeric_limits<float>::infinity();
+  for (int step = -4; step <= 8; ++step) {
+    const float s = max_value / (-32.0f + 0.5f * static_cast<float>(step));
+    float err = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int q = std::clamp(static_cast<int>(std::lrintf(x[i] / s)), -32, 31);
+      const float e = s * q - x[i];
+      err += e * e;
+    }
+    if (err < best_err) {
+      best_err = err;
+      best_scale = s;
+    }
+  }
+  return best_scale;
+}
+
+void quantize_q6_k(const float* x, BlockQ6_K* blocks, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b, x += 256) {
+    float scale[16], max_abs = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      scale[j] = fit_scale_6bit(x + 16 * j, 16);
+      max_abs = std::max(max_abs, std::fabs(scale[j]));
+    }
+    BlockQ6_K& blk = blocks[b];
+    blk.d = fp32_to_fp16(max_abs / 127.0f);
+    const float d = fp16_to_fp32(blk.d);
+    uint8_t q[256];
+    for (int j = 0; j < 16; ++j) {
+      const int sc = d > 0.0f ? std::clamp(static_cast<int>(std::lrintf(scale[j] / d)), -128, 127) : 0;
+      blk.scales[j] = static_cast<int8_t>(sc);
+      const float s = d * sc;
+      for (int i = 0; i < 16; ++i) {
+        const int v = s != 0.0f ? static_cast<int>(std::lrintf(x[16 * j + i] / s)) : 0;
+        q[16 * j + i] = static_cast<uint8_t>(std::clamp(v, -32, 31) + 32);
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* qh_src = q + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t q1 = qh_src[l], q2 = qh_src[l + 32], q3 = qh_src[l + 64], q4 = qh_src[l + 96];
+        blk.ql[64 * h + l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+        blk.ql[64 * h + l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+        blk.qh[32 * h + l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+      }
     }
   }
 }
@@ -225,6 +374,12 @@ void quantize_row(TensorType type, const float* src, void* dst, int64_t n, float
       }
       return;
     }
+    case TensorType::Q4_K:
+      quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n / 256);
+      return;
+    case TensorType::Q6_K:
+      quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n / 256);
+      return;
     default:
       fail("quantization to {} is not implemented", tensor_type_name(type));
   }

@@ -1,0 +1,115 @@
+// cpuid/xgetbv probing. Only baseline instructions here; the probe is what decides whether wider ones may run.
+#include "core/cpu_features.h"
+
+#include <cpuid.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+
+namespace tessera {
+namespace {
+
+uint64_t read_xcr0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+CpuFeatures probe() {
+  CpuFeatures f;
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const bool osxsave = ecx & bit_OSXSAVE;
+  const bool avx = ecx & bit_AVX;
+  f.fma = ecx & bit_FMA;
+  f.f16c = ecx & bit_F16C;
+  if (!osxsave || !avx) return f;
+  const uint64_t xcr0 = read_xcr0();
+  f.os_saves_ymm = (xcr0 & 0x6) == 0x6;             // SSE and AVX state
+  f.os_saves_zmm = (xcr0 & 0xe6) == 0xe6;           // plus opmask, ZMM_Hi256, Hi16_ZMM
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  f.avx2 = ebx & bit_AVX2;
+  f.avx512f = ebx & bit_AVX512F;
+  f.avx512dq = ebx & bit_AVX512DQ;
+  f.avx512bw = ebx & bit_AVX512BW;
+  f.avx512vl = ebx & bit_AVX512VL;
+  f.avx512vnni = ecx & bit_AVX512VNNI;
+  __cpuid_count(7, 1, eax, ebx, ecx, edx);
+  f.avx512bf16 = eax & (1u << 5);
+  return f;
+}
+
+Isa level_of(const CpuFeatures& f) {
+  if (!(f.os_saves_ymm && f.avx2 && f.fma && f.f16c)) return Isa::Scalar;
+  if (!(f.os_saves_zmm && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) return Isa::Avx2;
+  if (!f.avx512vnni) return Isa::Avx512;
+  if (!f.avx512bf16) return Isa::Avx512Vnni;
+  return Isa::Avx512Bf16;
+}
+
+Isa env_cap() {
+  const char* env = std::getenv("TESSERA_ISA");
+  if (env == nullptr || *env == '\0') return Isa::Avx512Bf16;
+  if (const auto isa = isa_from_name(env)) return *isa;
+  std::fprintf(stderr, "tessera: ignoring unknown TESSERA_ISA=%s (expected scalar, avx2 or avx512)\n", env);
+  return Isa::Avx512Bf16;
+}
+
+// -1 until first use; then the cap from TESSERA_ISA, lowered by set_max_isa().
+std::atomic<int> g_max_isa{-1};
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = probe();
+  return features;
+}
+
+Isa detected_isa() {
+  static const Isa level = level_of(cpu_features());
+  return level;
+}
+
+Isa active_isa() {
+  int cap = g_max_isa.load(std::memory_order_relaxed);
+  if (cap < 0) {
+    int expected = -1;
+    g_max_isa.compare_exchange_strong(expected, static_cast<int>(env_cap()));
+    cap = g_max_isa.load(std::memory_order_relaxed);
+  }
+  const int detected = static_cast<int>(detected_isa());
+  return static_cast<Isa>(cap < detected ? cap : detected);
+}
+
+void set_max_isa(Isa isa) { g_max_isa.store(static_cast<int>(isa), std::memory_order_relaxed); }
+
+Isa kernel_isa(Isa isa) {
+  if (isa >= Isa::Avx512Vnni) return Isa::Avx512Vnni;
+  if (isa >= Isa::Avx2) return Isa::Avx2;
+  return Isa::Scalar;
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx512Vnni: return "avx512_vnni";
+    case Isa::Avx512Bf16: return "avx512_bf16";
+  }
+  return "unknown";
+}
+
+std::optional<Isa> isa_from_name(std::string_view name) {
+  if (name == "scalar") return Isa::Scalar;
+  if (name == "avx2") return Isa::Avx2;
+  if (name == "avx512" || name == "avx512_bf16") return Isa::Avx512Bf16;
+  if (name == "avx512_vnni") return Isa::Avx512Vnni;
+  if (name == "avx512f" || name == "avx512_novnni") return Isa::Avx512;
+  return std::nullopt;
+}
+
+}  // namespace tessera

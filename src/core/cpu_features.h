@@ -1,0 +1,44 @@
+// Run-time CPU capability detection (cpuid + xgetbv) and the process-wide cap on which SIMD level kernels use.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace tessera {
+
+// SIMD levels in increasing order; each implies the ones below it. Kernels exist for Scalar, Avx2 and
+// Avx512Vnni; the intermediate levels are reported so logs say what the CPU has.
+enum class Isa : int {
+  Scalar = 0,
+  Avx2 = 1,        // AVX2 + FMA + F16C
+  Avx512 = 2,      // + AVX-512 F, BW, VL, DQ
+  Avx512Vnni = 3,  // + AVX-512 VNNI
+  Avx512Bf16 = 4,  // + AVX-512 BF16
+};
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512vnni = false, avx512bf16 = false;
+  bool os_saves_ymm = false, os_saves_zmm = false;  // XCR0: the kernel preserves the wide registers
+};
+
+const CpuFeatures& cpu_features();
+
+// The best level this CPU and OS support.
+Isa detected_isa();
+
+// The level kernels run at: detected_isa() capped by TESSERA_ISA (read once) and by set_max_isa().
+Isa active_isa();
+
+// Caps the level for the whole process (e.g. `--isa avx2`); a cap above the CPU's level has no further effect.
+void set_max_isa(Isa isa);
+
+// Which kernel family serves `isa`: AVX-512 kernels need VNNI, so Avx512 without it runs the AVX2 kernels.
+Isa kernel_isa(Isa isa);
+
+std::string_view isa_name(Isa isa);
+// Accepts "scalar", "avx2", "avx512" (the best AVX-512 level) and the exact names isa_name() returns.
+std::optional<Isa> isa_from_name(std::string_view name);
+
+}  // namespace tessera

@@ -1,0 +1,57 @@
+// Internal interface between matmul.cpp (dispatch, threading, scratch) and the per-ISA matmul kernels.
+// Plain data and declarations only: ISA files include it, and an inline function here could be compiled with
+// wider instructions there and picked by the linker for baseline callers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::kernels {
+
+// Activations quantized for integer dot products. Per token: n_in int8 values in blocks of 32 with one fp32
+// scale each (for I8 weights: one scale for the whole row, in scale[0]).
+struct QuantizedActs {
+  const int8_t* q = nullptr;         // [n_tokens, n_in]
+  const float* scale = nullptr;      // [n_tokens, n_in / 32]
+  const float* block_sum = nullptr;  // [n_tokens, n_in / 32] scale * Σq over the block (Q4_K mins)
+  const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Q6_K's -32 offset)
+};
+
+// Weight type codes the kernels know (a subset of TensorType, kept numeric so ISA files need no other header).
+enum class KernelType : int { F32, F16, BF16, I8, Q8_0, Q4_0, Q4_K, Q6_K };
+
+struct MatmulArgs {
+  KernelType type = KernelType::F32;
+  int64_t n_in = 0;
+  const uint8_t* w = nullptr;  // n_out rows of row_bytes
+  size_t row_bytes = 0;
+  const float* row_scales = nullptr;  // I8 only
+  const float* x = nullptr;           // [n_tokens, n_in] fp32, float weight types
+  QuantizedActs xq;                   // quantized weight types
+  int64_t n_tokens = 0;
+  float* y = nullptr;                 // [n_tokens, n_out]
+  int64_t n_out = 0;
+};
+
+// Computes y[t, o] for every token and o in [row_begin, row_end). The value of one element depends only on
+// its weight row and token row: no reduction is split, so any partition of rows gives identical bits.
+using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+
+// Quantizes tokens [t_begin, t_end) of x into acts (whose pointers address writable scratch). per_row: one
+// scale per token (I8 weights) instead of one per block of 32.
+using QuantizeActsFn = void (*)(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row,
+                                int8_t* q, float* scale, float* block_sum, int16_t* sum16);
+
+namespace avx2 {
+void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
+                   float* scale, float* block_sum, int16_t* sum16);
+}  // namespace avx2
+
+namespace avx512 {
+void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
+                   float* scale, float* block_sum, int16_t* sum16);
+}  // namespace avx512
+
+}  // namespace tessera::kernels

@@ -1,0 +1,432 @@
+// Shared body of the x86 matmul kernels, compiled once per ISA: matmul_avx2.cpp and matmul_avx512.cpp include
+// it inside their own namespace (so the two copies never meet at link time) after defining
+//   dot_u8s8(u, s): 8 int32 lanes, lane j = Σ u[4j+i] * s[4j+i] (u unsigned, s signed bytes, no saturation
+//                   for |u| ≤ 128 and |s| ≤ 127), and
+//   rows_per_tile(n_tokens): how many weight rows one register tile covers for that many tokens.
+// All vectors are 256 bits wide: a block of 32 int8 values is one register, and AVX-512 helps through VNNI
+// and its 32 registers rather than width.
+//
+// Batch invariance: every output element (t, o) is reduced by the same sequence of vector operations,
+// whichever tile it falls in, so results do not depend on n_tokens, on the other tokens, or on the row split.
+
+// ---- small helpers ------------------------------------------------------------------------------------------
+
+inline float half_to_float(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline float max_f(float a, float b) { return a > b ? a : b; }
+
+// Fixed-order horizontal sums.
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// Rounds 32 floats times `mul` to nearest-even int8 (values must lie in [-127, 127]) and returns them in order,
+// with the four int32 vectors in i[] for sums.
+inline __m256i quantize32(const float* x, __m256 mul, __m256i i[4]) {
+  for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), mul));
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+  // packs works per 128-bit lane: restore element order (dwords 0,4,1,5,2,6,3,7).
+  return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// ---- activation quantization --------------------------------------------------------------------------------
+
+void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
+                        float* scale, float* block_sum, int16_t* sum16) {
+  const int64_t nb = n_in / 32;
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    const float* xt = x + t * n_in;
+    int8_t* qt = q + t * n_in;
+    __m256i iv[4];
+    if (per_row) {
+      __m256 vmax = _mm256_setzero_ps();
+      int64_t i = 0;
+      for (; i + 8 <= n_in; i += 8) vmax = _mm256_max_ps(vmax, abs_ps(_mm256_loadu_ps(xt + i)));
+      float amax = hmax(vmax);
+      for (; i < n_in; ++i) amax = max_f(amax, __builtin_fabsf(xt[i]));
+      const float d = amax / 127.0f;
+      const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+      const __m256 mul = _mm256_set1_ps(inv);
+      for (i = 0; i + 32 <= n_in; i += 32) _mm256_storeu_si256((__m256i*)(qt + i), quantize32(xt + i, mul, iv));
+      for (; i < n_in; ++i) qt[i] = static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(xt[i] * inv)));
+      scale[t] = d;
+      continue;
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = xt + b * 32;
+      __m256 vmax = abs_ps(_mm256_loadu_ps(xb));
+      for (int k = 1; k < 4; ++k) vmax = _mm256_max_ps(vmax, abs_ps(_mm256_loadu_ps(xb + 8 * k)));
+      const float amax = hmax(vmax);
+      const float d = amax / 127.0f;
+      const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+      _mm256_storeu_si256((__m256i*)(qt + b * 32), quantize32(xb, _mm256_set1_ps(inv), iv));
+      const int32_t s0 = hsum_epi32(_mm256_add_epi32(iv[0], iv[1]));
+      const int32_t s1 = hsum_epi32(_mm256_add_epi32(iv[2], iv[3]));
+      scale[t * nb + b] = d;
+      block_sum[t * nb + b] = d * static_cast<float>(s0 + s1);
+      sum16[t * nb * 2 + 2 * b] = static_cast<int16_t>(s0);
+      sum16[t * nb * 2 + 2 * b + 1] = static_cast<int16_t>(s1);
+    }
+  }
+}
+
+// ---- tiles --------------------------------------------------------------------------------------------------
+// Each tile computes NT tokens × NR rows with one accumulator per pair, then stores them. Loads of a weight
+// block are shared by the NT tokens and loads of an activation block by the NR rows.
+
+struct TileCtx {
+  const MatmulArgs& a;
+  int64_t t0, r0;
+  const uint8_t* wrow(int r) const { return a.w + static_cast<size_t>(r0 + r) * a.row_bytes; }
+  float& out(int t, int r) const { return a.y[(t0 + t) * a.n_out + r0 + r]; }
+};
+
+// Weight types whose 32-value blocks hold signed ints and one fp16 scale: Q8_0 (34 bytes) and Q4_0 (18 bytes,
+// values stored as unsigned nibbles offset by 8).
+struct Q8_0Block {
+  static constexpr int kBytes = 34;
+  static __m256i load(const uint8_t* blk) { return _mm256_loadu_si256((const __m256i*)(blk + 2)); }
+};
+struct Q4_0Block {
+  static constexpr int kBytes = 18;
+  static __m256i load(const uint8_t* blk) {
+    const __m128i raw = _mm_loadu_si128((const __m128i*)(blk + 2));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(raw, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  }
+};
+
+// Signed × signed bytes through an unsigned × signed product: |w| · (x with w's sign).
+template <typename Block, int NT, int NR>
+void tile_block32(const TileCtx& c) {
+  const int64_t nb = c.a.n_in / 32;
+  __m256 acc[NT][NR];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
+  const uint8_t* wr[NR];
+  for (int r = 0; r < NR; ++r) wr[r] = c.wrow(r);
+  const int8_t* xq[NT];
+  const float* xd[NT];
+  for (int t = 0; t < NT; ++t) {
+    xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
+    xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i ws[NR], wa[NR];
+    float wd[NR];
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* blk = wr[r] + b * Block::kBytes;
+      ws[r] = Block::load(blk);
+      wa[r] = _mm256_abs_epi8(ws[r]);
+      wd[r] = half_to_float(blk);
+    }
+    for (int t = 0; t < NT; ++t) {
+      const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
+      const float d = xd[t][b];
+      for (int r = 0; r < NR; ++r) {
+        const __m256i p = dot_u8s8(wa[r], _mm256_sign_epi8(xv, ws[r]));
+        acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wd[r] * d), acc[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]);
+}
+
+// Q4_K's 12 scale bytes hold eight 6-bit scales and eight 6-bit mins. Bytes 0-3: scales 0-3 (low 6 bits),
+// bytes 4-7: mins 0-3; bytes 8-11: low nibble scale 4-7, high nibble min 4-7, whose top two bits are the top
+// bits of bytes 0-3 (scales) and 4-7 (mins).
+inline void q4_k_unpack_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(mn, &mn_lo, 4);
+  std::memcpy(mn + 4, &mn_hi, 4);
+}
+
+inline __m256 u8x8_to_ps(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p)));
+}
+
+// Q4_K (144 bytes per 256 values): value = d·sc·q − dmin·m per 32-value sub-block, q in [0, 15]. The q·x part
+// is an unsigned × signed product; the min part needs only the activation block sums, 8 per super-block.
+template <int NT, int NR>
+void tile_q4_k(const TileCtx& c) {
+  const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
+  __m256 acc[NT][NR], mins[NT][NR];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) acc[t][r] = mins[t][r] = _mm256_setzero_ps();
+  const int8_t* xq[NT];
+  const float* xd[NT];
+  const float* xs[NT];
+  for (int t = 0; t < NT; ++t) {
+    xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
+    xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
+    xs[t] = c.a.xq.block_sum + (c.t0 + t) * nb;
+  }
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    alignas(32) float dsc[NR][8];
+    const uint8_t* qs[NR];
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* blk = c.wrow(r) + sb * 144;
+      uint8_t sc[8], mn[8];
+      q4_k_unpack_scales(blk + 4, sc, mn);
+      _mm256_store_ps(dsc[r], _mm256_mul_ps(u8x8_to_ps(sc), _mm256_set1_ps(half_to_float(blk))));
+      const __m256 mv = _mm256_mul_ps(u8x8_to_ps(mn), _mm256_set1_ps(half_to_float(blk + 2)));
+      for (int t = 0; t < NT; ++t) mins[t][r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs[t] + sb * 8), mins[t][r]);
+      qs[r] = blk + 16;
+    }
+    for (int g = 0; g < 4; ++g) {
+      __m256i lo[NR], hi[NR];
+      for (int r = 0; r < NR; ++r) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i*)(qs[r] + 32 * g));
+        lo[r] = _mm256_and_si256(raw, mask);
+        hi[r] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+      }
+      const int64_t b = sb * 8 + 2 * g;
+      for (int t = 0; t < NT; ++t) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32 + 32));
+        const float d0 = xd[t][b], d1 = xd[t][b + 1];
+        for (int r = 0; r < NR; ++r) {
+          acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(lo[r], x0)),
+                                      _mm256_set1_ps(dsc[r][2 * g] * d0), acc[t][r]);
+          acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(hi[r], x1)),
+                                      _mm256_set1_ps(dsc[r][2 * g + 1] * d1), acc[t][r]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]) - hsum(mins[t][r]);
+}
+
+// Q6_K (210 bytes per 256 values): ql[128] low nibbles, qh[64] two high bits, 16 int8 scales (one per 16
+// values), fp16 d; value = d·sc·(q − 32), q in [0, 63]. Scales are applied in the integer pairwise add
+// (maddubs then madd by the scale instead of by one); the −32 offset through the activations' 16-value sums.
+template <int NT, int NR>
+void tile_q6_k(const TileCtx& c) {
+  const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
+  __m256 acc[NT][NR], offs[NT][NR];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) acc[t][r] = offs[t][r] = _mm256_setzero_ps();
+  const int8_t* xq[NT];
+  const float* xd[NT];
+  const int16_t* xs16[NT];
+  for (int t = 0; t < NT; ++t) {
+    xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
+    xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
+    xs16[t] = c.a.xq.sum16 + (c.t0 + t) * nb * 2;
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk[NR];
+    float d[NR];
+    __m128i sc8[NR];
+    for (int r = 0; r < NR; ++r) {
+      blk[r] = c.wrow(r) + sb * 210;
+      d[r] = half_to_float(blk[r] + 208);
+      sc8[r] = _mm_loadu_si128((const __m128i*)(blk[r] + 192));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i s = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)(xs16[t] + sb * 16)));
+        const __m256 o = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_loadu_ps(xd[t] + sb * 8));
+        offs[t][r] = _mm256_fmadd_ps(o, _mm256_set1_ps(32.0f * d[r]), offs[t][r]);
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 4; ++k) {
+        // Block k of this half: low bits from ql[32 (k % 2) ...] nibble k / 2, high bits at qh bit 2k.
+        __m256i q[NR], scale16[NR];
+        for (int r = 0; r < NR; ++r) {
+          const __m256i ql = _mm256_loadu_si256((const __m256i*)(blk[r] + 64 * h + 32 * (k & 1)));
+          const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk[r] + 128 + 32 * h));
+          const __m256i lo = k < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+          __m256i hb;
+          switch (k) {
+            case 0: hb = _mm256_slli_epi16(qh, 4); break;
+            case 1: hb = _mm256_slli_epi16(qh, 2); break;
+            case 2: hb = qh; break;
+            default: hb = _mm256_srli_epi16(qh, 2); break;
+          }
+          q[r] = _mm256_or_si256(lo, _mm256_and_si256(hb, bits45));
+          const int s = 8 * h + 2 * k;  // scales s (values 0-15 of the block) and s + 1 (values 16-31)
+          const int8_t* scales = reinterpret_cast<const int8_t*>(blk[r] + 192);
+          scale16[r] = _mm256_set_m128i(_mm_set1_epi16(scales[s + 1]), _mm_set1_epi16(scales[s]));
+        }
+        const int64_t b = sb * 8 + 4 * h + k;
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
+          const float dx = xd[t][b];
+          for (int r = 0; r < NR; ++r) {
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], xv), scale16[r]);
+            acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[r] * dx), acc[t][r]);
+          }
+        }
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]) - hsum(offs[t][r]);
+}
+
+// Tessera INT8: int8 rows with one fp32 scale per row; activations carry one scale per token, so the whole
+// row reduces in exact int32 arithmetic and is scaled once.
+template <int NT, int NR>
+void tile_i8(const TileCtx& c) {
+  const int64_t n = c.a.n_in, nc = n / 32;
+  __m256i acc[NT][NR];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_si256();
+  const int8_t* xq[NT];
+  for (int t = 0; t < NT; ++t) xq[t] = c.a.xq.q + (c.t0 + t) * n;
+  const int8_t* wr[NR];
+  for (int r = 0; r < NR; ++r) wr[r] = reinterpret_cast<const int8_t*>(c.wrow(r));
+  for (int64_t i = 0; i < nc; ++i) {
+    __m256i ws[NR], wa[NR];
+    for (int r = 0; r < NR; ++r) {
+      ws[r] = _mm256_loadu_si256((const __m256i*)(wr[r] + i * 32));
+      wa[r] = _mm256_abs_epi8(ws[r]);
+    }
+    for (int t = 0; t < NT; ++t) {
+      const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + i * 32));
+      for (int r = 0; r < NR; ++r)
+        acc[t][r] = _mm256_add_epi32(acc[t][r], dot_u8s8(wa[r], _mm256_sign_epi8(xv, ws[r])));
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    for (int r = 0; r < NR; ++r) {
+      int64_t sum = hsum_epi32(acc[t][r]);
+      for (int64_t i = nc * 32; i < n; ++i) sum += static_cast<int32_t>(wr[r][i]) * xq[t][i];
+      const float s = c.a.row_scales[c.r0 + r] * c.a.xq.scale[c.t0 + t];
+      c.out(t, r) = static_cast<float>(sum) * s;
+    }
+  }
+}
+
+// Float weights: 8 values converted to fp32 per step, FMA with fp32 activations.
+struct F32Load {
+  static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+  static float one(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+};
+struct F16Load {
+  static __m256 load(const uint8_t* row, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(row + 2 * i)));
+  }
+  static float one(const uint8_t* row, int64_t i) { return half_to_float(row + 2 * i); }
+};
+struct BF16Load {
+  static __m256 load(const uint8_t* row, int64_t i) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
+  static float one(const uint8_t* row, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+};
+
+template <typename Load, int NT, int NR>
+void tile_float(const TileCtx& c) {
+  const int64_t n = c.a.n_in, nv = n / 8;
+  __m256 acc[NT][NR];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
+  const float* x[NT];
+  for (int t = 0; t < NT; ++t) x[t] = c.a.x + (c.t0 + t) * n;
+  const uint8_t* wr[NR];
+  for (int r = 0; r < NR; ++r) wr[r] = c.wrow(r);
+  for (int64_t i = 0; i < nv * 8; i += 8) {
+    __m256 wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = Load::load(wr[r], i);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x[t] + i);
+      for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_fmadd_ps(wv[r], xv, acc[t][r]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    for (int r = 0; r < NR; ++r) {
+      float sum = hsum(acc[t][r]);
+      for (int64_t i = nv * 8; i < n; ++i) sum += Load::one(wr[r], i) * x[t][i];
+      c.out(t, r) = sum;
+    }
+  }
+}
+
+// ---- tiling over the row range ------------------------------------------------------------------------------
+
+template <int NT, int NR>
+void tile(const TileCtx& c) {
+  switch (c.a.type) {
+    case KernelType::F32: return tile_float<F32Load, NT, NR>(c);
+    case KernelType::F16: return tile_float<F16Load, NT, NR>(c);
+    case KernelType::BF16: return tile_float<BF16Load, NT, NR>(c);
+    case KernelType::I8: return tile_i8<NT, NR>(c);
+    case KernelType::Q8_0: return tile_block32<Q8_0Block, NT, NR>(c);
+    case KernelType::Q4_0: return tile_block32<Q4_0Block, NT, NR>(c);
+    case KernelType::Q4_K: return tile_q4_k<NT, NR>(c);
+    case KernelType::Q6_K: return tile_q6_k<NT, NR>(c);
+  }
+}
+
+template <int NT>
+void tiles_for_tokens(const MatmulArgs& a, int64_t t0, int64_t r_begin, int64_t r_end) {
+  constexpr int kNR = rows_per_tile(NT);
+  int64_t r = r_begin;
+  for (; r + kNR <= r_end; r += kNR) tile<NT, kNR>(TileCtx{a, t0, r});
+  for (; r < r_end; ++r) tile<NT, 1>(TileCtx{a, t0, r});
+}
+
+void matmul_rows_impl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  // Rows are taken in chunks whose weights stay in L1/L2 while every token tile passes over them: the weights
+  // are read from memory once per call, the (smaller) activations once per chunk from cache.
+  int64_t chunk = static_cast<int64_t>(48 * 1024 / (a.row_bytes + 1)) / 4 * 4;
+  chunk = chunk < 4 ? 4 : chunk > 256 ? 256 : chunk;
+  for (int64_t rc = row_begin; rc < row_end; rc += chunk) {
+    const int64_t rce = rc + chunk < row_end ? rc + chunk : row_end;
+    int64_t t = 0;
+    for (; t + kTileTokens <= a.n_tokens; t += kTileTokens) tiles_for_tokens<kTileTokens>(a, t, rc, rce);
+    switch (a.n_tokens - t) {
+      case 3: tiles_for_tokens<3>(a, t, rc, rce); break;
+      case 2: tiles_for_tokens<2>(a, t, rc, rce); break;
+      case 1: tiles_for_tokens<1>(a, t, rc, rce); break;
+      default: break;
+    }
+  }
+}

@@ -1,0 +1,112 @@
+// matmul at every ISA level the CPU has, against the scalar reference with an error bound derived from the
+// data, and the batch-invariance contract checked bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/thread_pool.h"
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+
+namespace tessera {
+namespace {
+
+using testing::kernel_isas;
+using testing::make_weights;
+using testing::matmul_types;
+using testing::odd_n_in;
+using testing::random_floats;
+
+bool quantizes_activations(TensorType type) {
+  return type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16;
+}
+
+// |y - y_ref| bound for one output: fp32 rounding of two n-term dot products (2·n·eps·Σ|w·x|), plus, when the
+// kernel quantizes activations to int8, half a step of each activation block times the weights it meets.
+double error_bound(TensorType type, const float* w, const float* x, int64_t n) {
+  constexpr double kEps = 1.0 / (1 << 23);
+  double abs_dot = 0.0, quant = 0.0;
+  for (int64_t i = 0; i < n; ++i) abs_dot += std::fabs(double(w[i]) * x[i]);
+  if (quantizes_activations(type)) {
+    const int64_t block = type == TensorType::I8 ? n : 32;
+    for (int64_t b = 0; b < n; b += block) {
+      double amax = 0.0, wsum = 0.0;
+      for (int64_t i = b; i < b + block; ++i) {
+        amax = std::max(amax, double(std::fabs(x[i])));
+        wsum += std::fabs(w[i]);
+      }
+      quant += 0.5 * amax / 127.0 * wsum * 1.001;
+    }
+  }
+  return 2.0 * double(n) * kEps * abs_dot + quant + 1e-6 * kEps;
+}
+
+class KernelMatmul : public ::testing::TestWithParam<std::tuple<TensorType, Isa>> {};
+
+TEST_P(KernelMatmul, MatchesReferenceWithinDataBound) {
+  const auto [type, isa] = GetParam();
+  TESSERA_SKIP_IF_UNSUPPORTED(isa);
+  const int64_t n_in = odd_n_in(type), n_out = 37;
+  const auto w = make_weights(type, n_out, n_in, 11);
+  ThreadPool pool(2);
+  for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 33}) {
+    const auto x = random_floats(size_t(n_tokens * n_in), 100 + uint32_t(n_tokens));
+    std::vector<float> y(size_t(n_tokens * n_out)), y_ref(y.size());
+    matmul(w.view, x.data(), n_tokens, y.data(), pool, isa);
+    matmul_reference(w.view, x.data(), n_tokens, y_ref.data(), pool);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        const double bound = error_bound(type, &w.dequantized[o * n_in], &x[t * n_in], n_in);
+        ASSERT_NEAR(y[t * n_out + o], y_ref[t * n_out + o], bound)
+            << tensor_type_name(type) << " at " << isa_name(isa) << ", n_tokens " << n_tokens << ", t " << t
+            << ", o " << o;
+      }
+    }
+  }
+}
+
+// y[t] computed alone must equal, bit for bit, y[t] computed inside any batch, with 1 or 2 threads.
+TEST_P(KernelMatmul, BatchInvariant) {
+  const auto [type, isa] = GetParam();
+  TESSERA_SKIP_IF_UNSUPPORTED(isa);
+  const int64_t n_in = odd_n_in(type), n_out = 37, n_max = 37;
+  const auto w = make_weights(type, n_out, n_in, 12);
+  // Rows of very different magnitudes, so per-token scales differ a lot between neighbours in a batch.
+  auto x = random_floats(size_t(n_max * n_in), 13);
+  for (int64_t t = 0; t < n_max; ++t)
+    for (int64_t i = 0; i < n_in; ++i) x[t * n_in + i] *= float(1 + t % 5) * (t % 3 == 0 ? 100.0f : 0.01f);
+  ThreadPool one(1), two(2);
+  std::vector<float> alone(size_t(n_max * n_out));
+  for (int64_t t = 0; t < n_max; ++t) matmul(w.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+  std::vector<float> y(size_t(n_max * n_out));
+  for (ThreadPool* pool : {&one, &two}) {
+    for (int64_t n = 1; n <= n_max; ++n) {
+      const int64_t first = (n * 7) % (n_max - n + 1);  // batches start at varied offsets
+      matmul(w.view, &x[first * n_in], n, y.data(), *pool, isa);
+      for (int64_t t = 0; t < n; ++t) {
+        ASSERT_EQ(0, std::memcmp(&y[t * n_out], &alone[(first + t) * n_out], sizeof(float) * size_t(n_out)))
+            << tensor_type_name(type) << " at " << isa_name(isa) << ": token " << first + t << " in a batch of " << n
+            << " with " << pool->size() << " threads";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelTypes, KernelMatmul,
+                         ::testing::Combine(::testing::ValuesIn(matmul_types()), ::testing::ValuesIn(kernel_isas())),
+                         [](const auto& info) {
+                           return std::string(tensor_type_name(std::get<0>(info.param))) + "_" +
+                                  std::string(isa_name(std::get<1>(info.param)));
+                         });
+
+TEST(KernelMatmul, ActiveIsaFollowsCap) {
+  const Isa before = active_isa();
+  set_max_isa(Isa::Scalar);
+  EXPECT_EQ(active_isa(), Isa::Scalar);
+  set_max_isa(Isa::Avx512Bf16);
+  EXPECT_EQ(active_isa(), detected_isa());
+  set_max_isa(before);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,79 @@
+// Helpers shared by the kernel tests: ISA levels to run, random data, weight matrices of any type.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/tensor_type.h"
+#include "kernels/quant.h"
+#include "kernels/weight_matrix.h"
+
+namespace tessera::testing {
+
+// Every kernel family: tests run those the CPU has and skip the rest with a message.
+inline std::vector<Isa> kernel_isas() { return {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni}; }
+
+#define TESSERA_SKIP_IF_UNSUPPORTED(isa)                                                               \
+  do {                                                                                                 \
+    if ((isa) > ::tessera::detected_isa())                                                             \
+      GTEST_SKIP() << "this CPU has " << ::tessera::isa_name(::tessera::detected_isa()) << ", not "    \
+                   << ::tessera::isa_name(isa);                                                        \
+  } while (0)
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& f : v) f = dist(rng);
+  return v;
+}
+
+// A weight matrix that owns its storage: random normal values quantized row by row.
+struct OwnedWeights {
+  std::vector<uint8_t> data;
+  std::vector<float> row_scales;
+  std::vector<float> dequantized;  // [n_out, n_in], what the reference computes with
+  WeightMatrix view;
+};
+
+inline OwnedWeights make_weights(TensorType type, int64_t n_out, int64_t n_in, uint32_t seed) {
+  OwnedWeights w;
+  const std::vector<float> values = random_floats(static_cast<size_t>(n_out * n_in), seed, 0.5f);
+  const size_t row_bytes = tensor_row_bytes(type, static_cast<uint64_t>(n_in));
+  w.data.resize(row_bytes * static_cast<size_t>(n_out));
+  w.row_scales.resize(static_cast<size_t>(n_out), 1.0f);
+  w.dequantized.resize(values.size());
+  for (int64_t r = 0; r < n_out; ++r) {
+    quantize_row(type, values.data() + r * n_in, w.data.data() + r * row_bytes, n_in, &w.row_scales[r]);
+    dequantize_row(type, w.data.data() + r * row_bytes, w.dequantized.data() + r * n_in, n_in, w.row_scales[r]);
+  }
+  w.view.type = type;
+  w.view.n_out = n_out;
+  w.view.n_in = n_in;
+  w.view.data = w.data.data();
+  w.view.row_bytes = row_bytes;
+  w.view.row_scales = type == TensorType::I8 ? w.row_scales.data() : nullptr;
+  return w;
+}
+
+// An n_in that exercises each type's odd cases: an odd number of blocks, or a length with a vector tail.
+inline int64_t odd_n_in(TensorType type) {
+  switch (traits(type).block_elements) {
+    case 1: return 357;
+    case 32: return 32 * 11;
+    default: return 256 * 3;
+  }
+}
+
+inline std::vector<TensorType> matmul_types() {
+  return {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
+          TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::I8};
+}
+
+}  // namespace tessera::testing
