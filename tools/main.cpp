@@ -1,11 +1,42 @@
-// The `tessera` command line: one binary, one subcommand per tool.
+// The `tessera` command line: one binary, one subcommand per tool. Bad input ends with a one-line message on
+// stderr and a non-zero exit, never a crash.
 #include <cstdio>
-#include <string>
+#include <exception>
+
+#include "commands.h"
+#include "core/error.h"
+#include "model/model.h"
+
+namespace tessera {
+
+std::shared_ptr<Model> load_model_or_embedded(const std::string& path) {
+  return path.empty() ? Model::load_embedded() : Model::load(path);
+}
+
+}  // namespace tessera
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: tessera <run|info|convert> [options]\n");
-    return 2;
+  CLI::App app{"Tessera: an LLM inference engine and server"};
+  app.require_subcommand(1);
+  tessera::CommandAction action;
+  tessera::add_run_command(app, action);
+  tessera::add_info_command(app, action);
+  tessera::add_convert_command(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
   }
-  return 0;
+  try {
+    return action();
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }

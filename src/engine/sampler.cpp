@@ -1,0 +1,165 @@
+// Sampling chain: penalties → temperature → top-k → softmax → top-p → min-p → draw.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "fmt/format.h"
+
+namespace tessera {
+
+std::string validate(const SamplingParams& p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0.0f) return "temperature must be >= 0";
+  if (p.top_k < 0) return "top_k must be >= 0";
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return "top_p must be in (0, 1]";
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return "min_p must be in [0, 1]";
+  if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) return "repetition_penalty must be > 0";
+  if (!std::isfinite(p.frequency_penalty) || std::fabs(p.frequency_penalty) > 2.0f) {
+    return "frequency_penalty must be in [-2, 2]";
+  }
+  if (!std::isfinite(p.presence_penalty) || std::fabs(p.presence_penalty) > 2.0f) {
+    return "presence_penalty must be in [-2, 2]";
+  }
+  if (p.max_tokens < 0) return "max_tokens must be >= 0";
+  for (const auto& s : p.stop) {
+    if (s.empty()) return "stop strings must not be empty";
+  }
+  return {};
+}
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+Rng::Rng(uint64_t seed) {
+  for (auto& s : s_) s = splitmix64(seed);
+}
+
+uint64_t Rng::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+
+void Sampler::apply_penalties(std::span<const int32_t> history) {
+  const bool repetition = params_.repetition_penalty != 1.0f;
+  const bool openai = params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  if (!repetition && !openai) return;
+  size_t window = history.size();
+  if (params_.repetition_window >= 0) window = std::min(window, size_t(params_.repetition_window));
+  counts_.clear();
+  for (size_t i = history.size() - window; i < history.size(); ++i) ++counts_[history[i]];
+  const auto n_vocab = int32_t(logits_.size());
+  for (const auto& [id, count] : counts_) {
+    if (id < 0 || id >= n_vocab) continue;
+    float& l = logits_[size_t(id)];
+    if (repetition) l = l > 0.0f ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+    l -= float(count) * params_.frequency_penalty + params_.presence_penalty;
+  }
+}
+
+SampledToken Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  logits_.assign(logits.begin(), logits.end());
+  logprobs_valid_ = false;
+  apply_penalties(history);
+  const auto n = int32_t(logits_.size());
+
+  if (params_.is_greedy()) {
+    // First maximum wins ties, so the result never depends on anything but the logits.
+    const auto best = int32_t(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    return {best, 0.0f};
+  }
+
+  const float inv_t = 1.0f / params_.temperature;
+  for (float& l : logits_) l *= inv_t;
+
+  // Candidates sorted by logit (descending, ties by id) so truncation is deterministic.
+  candidates_.resize(size_t(n));
+  std::iota(candidates_.begin(), candidates_.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) {
+    return logits_[size_t(a)] > logits_[size_t(b)] || (logits_[size_t(a)] == logits_[size_t(b)] && a < b);
+  };
+  int32_t keep = n;
+  if (params_.top_k > 0 && params_.top_k < n) {
+    keep = params_.top_k;
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  candidates_.resize(size_t(keep));
+
+  const float max_logit = logits_[size_t(candidates_[0])];
+  probs_.resize(size_t(keep));
+  double sum = 0.0;
+  for (int32_t i = 0; i < keep; ++i) {
+    probs_[size_t(i)] = std::exp(logits_[size_t(candidates_[size_t(i)])] - max_logit);
+    sum += probs_[size_t(i)];
+  }
+  for (float& p : probs_) p = float(p / sum);
+
+  if (params_.top_p < 1.0f) {
+    double cumulative = 0.0;
+    int32_t cut = keep;
+    for (int32_t i = 0; i < keep; ++i) {
+      cumulative += probs_[size_t(i)];
+      if (cumulative >= params_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    keep = cut;
+  }
+  if (params_.min_p > 0.0f) {
+    const float threshold = params_.min_p * probs_[0];
+    int32_t cut = 1;
+    while (cut < keep && probs_[size_t(cut)] >= threshold) ++cut;
+    keep = cut;
+  }
+
+  double kept_mass = 0.0;
+  for (int32_t i = 0; i < keep; ++i) kept_mass += probs_[size_t(i)];
+  const double r = rng_.uniform() * kept_mass;
+  double acc = 0.0;
+  int32_t chosen = keep - 1;
+  for (int32_t i = 0; i < keep; ++i) {
+    acc += probs_[size_t(i)];
+    if (r < acc) {
+      chosen = i;
+      break;
+    }
+  }
+  return {candidates_[size_t(chosen)], float(std::log(probs_[size_t(chosen)] / kept_mass))};
+}
+
+const std::vector<float>& Sampler::last_logprobs() {
+  if (!logprobs_valid_) {
+    logprobs_.resize(logits_.size());
+    const float max_logit = *std::max_element(logits_.begin(), logits_.end());
+    double sum = 0.0;
+    for (float l : logits_) sum += std::exp(double(l - max_logit));
+    const auto log_sum = float(std::log(sum)) + max_logit;
+    for (size_t i = 0; i < logits_.size(); ++i) logprobs_[i] = logits_[i] - log_sum;
+    logprobs_valid_ = true;
+  }
+  return logprobs_;
+}
+
+}  // namespace tessera

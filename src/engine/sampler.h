@@ -1,0 +1,54 @@
+// Turns one row of logits into the next token: penalties, temperature, top-k, top-p, min-p, then a draw from
+// a seeded generator (same seed and inputs ⇒ same tokens, on any machine).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace tessera {
+
+// A small, portable PRNG (splitmix64-seeded xoshiro256**): its sequence is fixed by the seed, unlike
+// std::uniform_real_distribution whose output differs between standard libraries.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  uint64_t next();
+  double uniform();  // [0, 1)
+
+ private:
+  uint64_t s_[4];
+};
+
+struct SampledToken {
+  int32_t id = -1;
+  float logprob = 0.0f;  // log-probability under the distribution actually sampled from (after temperature)
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // `history`: the sequence so far (prompt and generated), for the penalties. Reuses internal buffers.
+  SampledToken sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  // Log-softmax of the last penalized, temperature-scaled logits (for logprobs / top_logprobs).
+  const std::vector<float>& last_logprobs();
+
+ private:
+  void apply_penalties(std::span<const int32_t> history);
+
+  SamplingParams params_;
+  Rng rng_;
+  std::vector<float> logits_;
+  std::vector<int32_t> candidates_;
+  std::vector<float> probs_;
+  std::vector<float> logprobs_;
+  bool logprobs_valid_ = false;
+  std::unordered_map<int32_t, int32_t> counts_;
+};
+
+}  // namespace tessera

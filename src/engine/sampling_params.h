@@ -1,0 +1,32 @@
+// What a request asks of the sampler. Defaults are neutral (plain sampling at temperature 1); front-ends set
+// their own defaults.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct SamplingParams {
+  float temperature = 1.0f;      // <= 0: greedy (argmax)
+  int32_t top_k = 0;             // 0: off
+  float top_p = 1.0f;            // 1: off
+  float min_p = 0.0f;            // 0: off; keep tokens with p >= min_p * p_max
+  float repetition_penalty = 1.0f;  // CTRL-style: positive logits divided, negative multiplied
+  int32_t repetition_window = 64;   // how many recent tokens the repetition penalty looks at (-1: all)
+  float frequency_penalty = 0.0f;   // OpenAI: logit -= count * frequency_penalty
+  float presence_penalty = 0.0f;    // OpenAI: logit -= (count > 0) * presence_penalty
+  uint64_t seed = 0;
+  bool has_seed = false;            // without a seed a random one is drawn at submit time
+  int32_t max_tokens = 16;
+  std::vector<std::string> stop;    // generation ends before any of these strings
+  bool ignore_eos = false;
+
+  bool is_greedy() const { return temperature <= 0.0f; }
+};
+
+// Checks ranges; returns an empty string when valid, otherwise what is wrong (for a 400 or a CLI error).
+std::string validate(const SamplingParams& params);
+
+}  // namespace tessera

@@ -1,0 +1,170 @@
+// The Llama-family block: RMSNorm → QKV (+bias, +QK-norm) → RoPE → paged attention → output projection →
+// residual → RMSNorm → SwiGLU FFN → residual. Matrix products run once over all tokens of the step.
+#include "model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+namespace tessera {
+
+void ForwardBatch::clear() {
+  tokens.clear();
+  positions.clear();
+  seq_index.clear();
+  block_tables.clear();
+  logit_indices.clear();
+}
+
+int32_t ForwardBatch::add_sequence(std::span<const int32_t> block_table) {
+  block_tables.push_back(block_table);
+  return static_cast<int32_t>(block_tables.size() - 1);
+}
+
+void ForwardBatch::add_token(int32_t token, int32_t position, int32_t seq, bool want_logits) {
+  if (want_logits) logit_indices.push_back(static_cast<int32_t>(tokens.size()));
+  tokens.push_back(token);
+  positions.push_back(position);
+  seq_index.push_back(seq);
+}
+
+Forward::Forward(std::shared_ptr<const Model> model, KvPool& kv, ThreadPool& pool)
+    : model_(std::move(model)), kv_(kv), pool_(pool) {
+  const ModelConfig& c = model_->config();
+  inv_freq_.resize(size_t(c.head_dim / 2));
+  for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+    inv_freq_[size_t(i)] = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(c.head_dim));
+  }
+}
+
+void Forward::ensure_capacity(int64_t n_tokens, int64_t max_positions) {
+  const ModelConfig& c = model_->config();
+  if (n_tokens > capacity_tokens_) {
+    capacity_tokens_ = n_tokens;
+    const auto n = size_t(n_tokens);
+    x_.resize(n * c.n_embd);
+    xn_.resize(n * c.n_embd);
+    q_.resize(n * c.q_dim());
+    k_.resize(n * c.kv_dim());
+    v_.resize(n * c.kv_dim());
+    attn_.resize(n * c.q_dim());
+    gate_.resize(n * c.n_ff);
+    up_.resize(n * c.n_ff);
+  }
+  if (max_positions > scratch_stride_) {
+    scratch_stride_ = max_positions;
+    scratch_.resize(size_t(pool_.size()) * size_t(max_positions));
+  }
+}
+
+void Forward::attention_layer(const ForwardBatch& batch, int64_t layer) {
+  const ModelConfig& c = model_->config();
+  const int64_t n_tokens = batch.size();
+  const int64_t bs = kv_.block_size();
+
+  // Store this step's keys and values, then attend: tokens of one sequence in the same step see each other
+  // causally because every K/V row is written before any attention reads.
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const auto table = batch.block_tables[size_t(batch.seq_index[t])];
+    const int64_t pos = batch.positions[t];
+    const int32_t block = table[size_t(pos / bs)];
+    std::copy_n(&k_[size_t(t * c.kv_dim())], c.kv_dim(), kv_.keys(block, layer) + (pos % bs) * c.kv_dim());
+    std::copy_n(&v_[size_t(t * c.kv_dim())], c.kv_dim(), kv_.values(block, layer) + (pos % bs) * c.kv_dim());
+  }
+
+  seq_ptr_offset_.clear();
+  k_ptrs_.clear();
+  v_ptrs_.clear();
+  for (const auto& table : batch.block_tables) {
+    seq_ptr_offset_.push_back(k_ptrs_.size());
+    for (int32_t block : table) {
+      k_ptrs_.push_back(kv_.keys(block, layer));
+      v_ptrs_.push_back(kv_.values(block, layer));
+    }
+  }
+
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
+  const int64_t n_items = n_tokens * c.n_head;
+  pool_.run([&](int thread, int n_threads) {
+    float* scratch = scratch_.data() + size_t(thread) * size_t(scratch_stride_);
+    const int64_t begin = n_items * thread / n_threads, end = n_items * (thread + 1) / n_threads;
+    for (int64_t item = begin; item < end;) {
+      const int64_t t = item / c.n_head;
+      const int64_t head_begin = item % c.n_head;
+      const int64_t head_end = std::min(c.n_head, head_begin + (end - item));
+      const size_t off = seq_ptr_offset_[size_t(batch.seq_index[t])];
+      const KvBlocksView view{k_ptrs_.data() + off, v_ptrs_.data() + off, bs};
+      attend(&q_[size_t(t * c.q_dim())], view, batch.positions[t] + 1, shape, head_begin, head_end, scratch,
+             &attn_[size_t(t * c.q_dim())]);
+      item += head_end - head_begin;
+    }
+  });
+}
+
+std::span<const float> Forward::run(const ForwardBatch& batch) {
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  const int64_t n = batch.size();
+  int64_t max_positions = 1;
+  for (int32_t p : batch.positions) max_positions = std::max<int64_t>(max_positions, p + 1);
+  ensure_capacity(n, max_positions);
+
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = batch.tokens[t];
+    dequantize_row(w.token_embd.type, w.token_embd.row(id), &x_[size_t(t * c.n_embd)], c.n_embd,
+                   w.token_embd.row_scales ? w.token_embd.row_scales[id] : 1.0f);
+  }
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    for (int64_t t = 0; t < n; ++t) {
+      rms_norm(&x_[size_t(t * c.n_embd)], L.attn_norm, c.rms_eps, c.n_embd, &xn_[size_t(t * c.n_embd)]);
+    }
+    matmul(L.wq, xn_.data(), n, q_.data(), pool_);
+    matmul(L.wk, xn_.data(), n, k_.data(), pool_);
+    matmul(L.wv, xn_.data(), n, v_.data(), pool_);
+    for (int64_t t = 0; t < n; ++t) {
+      float* q = &q_[size_t(t * c.q_dim())];
+      float* k = &k_[size_t(t * c.kv_dim())];
+      float* v = &v_[size_t(t * c.kv_dim())];
+      if (L.bq != nullptr) {
+        for (int64_t i = 0; i < c.q_dim(); ++i) q[i] += L.bq[i];
+        for (int64_t i = 0; i < c.kv_dim(); ++i) k[i] += L.bk[i];
+        for (int64_t i = 0; i < c.kv_dim(); ++i) v[i] += L.bv[i];
+      }
+      if (L.q_norm != nullptr) {
+        for (int64_t h = 0; h < c.n_head; ++h) rms_norm(q + h * c.head_dim, L.q_norm, c.rms_eps, c.head_dim, q + h * c.head_dim);
+        for (int64_t h = 0; h < c.n_head_kv; ++h) rms_norm(k + h * c.head_dim, L.k_norm, c.rms_eps, c.head_dim, k + h * c.head_dim);
+      }
+      rope(q, c.n_head, c.head_dim, batch.positions[t], inv_freq_.data(), c.rope_layout);
+      rope(k, c.n_head_kv, c.head_dim, batch.positions[t], inv_freq_.data(), c.rope_layout);
+    }
+    attention_layer(batch, l);
+    matmul(L.wo, attn_.data(), n, xn_.data(), pool_);
+    for (size_t i = 0; i < size_t(n * c.n_embd); ++i) x_[i] += xn_[i];
+
+    for (int64_t t = 0; t < n; ++t) {
+      rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.rms_eps, c.n_embd, &xn_[size_t(t * c.n_embd)]);
+    }
+    matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
+    matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
+    swiglu(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
+    matmul(L.w_down, gate_.data(), n, xn_.data(), pool_);
+    for (size_t i = 0; i < size_t(n * c.n_embd); ++i) x_[i] += xn_[i];
+  }
+
+  const auto n_out = int64_t(batch.logit_indices.size());
+  logits_in_.resize(size_t(n_out * c.n_embd));
+  logits_.resize(size_t(n_out * c.n_vocab));
+  for (int64_t i = 0; i < n_out; ++i) {
+    const int64_t t = batch.logit_indices[size_t(i)];
+    rms_norm(&x_[size_t(t * c.n_embd)], w.output_norm, c.rms_eps, c.n_embd, &logits_in_[size_t(i * c.n_embd)]);
+  }
+  if (n_out > 0) matmul(w.output, logits_in_.data(), n_out, logits_.data(), pool_);
+  return {logits_.data(), logits_.size()};
+}
+
+}  // namespace tessera

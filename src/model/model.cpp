@@ -1,0 +1,202 @@
+// Model loading: reads hyper-parameters from GGUF metadata and binds weight tensors by their GGUF names,
+// checking every shape and type so that a bad file fails here with a clear message, not in a kernel.
+#include "model/model.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernels/quant.h"
+#include "model/embedded_model.h"
+
+namespace tessera {
+namespace {
+
+RopeLayout rope_layout_for(const std::string& arch) {
+  // llama.cpp's convention: Llama-style exports rotate adjacent pairs, GPT-NeoX-style (Qwen) rotate halves.
+  if (arch == "qwen2" || arch == "qwen3") return RopeLayout::NeoX;
+  return RopeLayout::Interleaved;
+}
+
+bool is_supported_architecture(const std::string& arch) {
+  return arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3";
+}
+
+ModelConfig read_config(const gguf::File& file) {
+  ModelConfig c;
+  c.architecture = file.get_string("general.architecture");
+  if (!is_supported_architecture(c.architecture)) {
+    fail("{}: unsupported architecture '{}' (supported: llama, mistral, qwen2, qwen3)", file.name(), c.architecture);
+  }
+  const std::string a = c.architecture + ".";
+  auto require_positive = [&](const std::string& key, uint64_t limit) -> int64_t {
+    const uint64_t v = file.get_uint(key);
+    if (v == 0 || v > limit) fail("{}: metadata '{}' = {} is out of range (1..{})", file.name(), key, v, limit);
+    return static_cast<int64_t>(v);
+  };
+  c.n_embd = require_positive(a + "embedding_length", 1 << 20);
+  c.n_layer = require_positive(a + "block_count", 4096);
+  c.n_ff = require_positive(a + "feed_forward_length", 1 << 22);
+  c.n_head = require_positive(a + "attention.head_count", 1 << 16);
+  c.n_head_kv = file.find(a + "attention.head_count_kv") ? require_positive(a + "attention.head_count_kv", 1 << 16)
+                                                          : c.n_head;
+  c.n_ctx_train = require_positive(a + "context_length", 1 << 24);
+  if (file.find(a + "attention.key_length")) {
+    c.head_dim = require_positive(a + "attention.key_length", 1 << 16);
+  } else {
+    if (c.n_embd % c.n_head != 0) fail("{}: embedding_length is not a multiple of head_count", file.name());
+    c.head_dim = c.n_embd / c.n_head;
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    fail("{}: head_count {} is not a multiple of head_count_kv {}", file.name(), c.n_head, c.n_head_kv);
+  }
+  if (c.head_dim % 2 != 0) fail("{}: head dimension {} is odd; RoPE needs pairs", file.name(), c.head_dim);
+  if (auto rope_dims = file.find_uint(a + "rope.dimension_count"); rope_dims && *rope_dims != uint64_t(c.head_dim)) {
+    fail("{}: partial RoPE ({} of {} dimensions) is not supported", file.name(), *rope_dims, c.head_dim);
+  }
+  c.rms_eps = static_cast<float>(file.find_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.rope_theta = static_cast<float>(file.find_float(a + "rope.freq_base").value_or(10000.0));
+  if (!(c.rms_eps > 0.0f) || !(c.rope_theta > 0.0f)) fail("{}: invalid rms epsilon or rope theta", file.name());
+  c.rope_layout = rope_layout_for(c.architecture);
+  return c;
+}
+
+class Binder {
+ public:
+  Binder(const gguf::File& file, std::vector<std::vector<float>>& owned) : file_(file), owned_(owned) {}
+
+  const gguf::TensorInfo& tensor(const std::string& name) const {
+    const gguf::TensorInfo* t = file_.find_tensor(name);
+    if (t == nullptr) fail("{}: missing tensor '{}'", file_.name(), name);
+    return *t;
+  }
+
+  // A matrix with `n_in` columns (GGUF dims[0]) and `n_out` rows.
+  WeightMatrix matrix(const std::string& name, int64_t n_out, int64_t n_in) const {
+    const gguf::TensorInfo& t = tensor(name);
+    if (t.dims.size() != 2 || t.dims[0] != uint64_t(n_in) || t.dims[1] != uint64_t(n_out)) {
+      fail("{}: tensor '{}' has shape {} but [{}, {}] was expected", file_.name(), name, shape(t), n_in, n_out);
+    }
+    if (!is_supported_weight_type(t.type)) {
+      fail("{}: tensor '{}' has type {}, which Tessera cannot compute with", file_.name(), name,
+           tensor_type_name(t.type));
+    }
+    WeightMatrix w;
+    w.type = t.type;
+    w.n_out = n_out;
+    w.n_in = n_in;
+    w.data = t.data;
+    w.row_bytes = t.n_bytes / uint64_t(n_out);
+    if (t.type == TensorType::I8) w.row_scales = vector(name + ".scale", n_out);  // Tessera INT8 scales
+    return w;
+  }
+
+  // A 1-D fp32 vector; F16/BF16 storage is widened once at load.
+  const float* vector(const std::string& name, int64_t n) const {
+    const gguf::TensorInfo& t = tensor(name);
+    if (t.n_elements != uint64_t(n) || t.dims.size() > 2) {
+      fail("{}: tensor '{}' has shape {} but [{}] was expected", file_.name(), name, shape(t), n);
+    }
+    if (t.type == TensorType::F32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0) {
+      return reinterpret_cast<const float*>(t.data);
+    }
+    if (t.type != TensorType::F32 && t.type != TensorType::F16 && t.type != TensorType::BF16) {
+      fail("{}: tensor '{}' must be F32, F16 or BF16, not {}", file_.name(), name, tensor_type_name(t.type));
+    }
+    owned_.emplace_back(static_cast<size_t>(n));
+    dequantize_row(t.type, t.data, owned_.back().data(), n);
+    return owned_.back().data();
+  }
+
+  const float* optional_vector(const std::string& name, int64_t n) const {
+    return file_.find_tensor(name) ? vector(name, n) : nullptr;
+  }
+
+ private:
+  static std::string shape(const gguf::TensorInfo& t) {
+    std::string s = "[";
+    for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + std::to_string(t.dims[i]);
+    return s + "]";
+  }
+
+  const gguf::File& file_;
+  std::vector<std::vector<float>>& owned_;
+};
+
+}  // namespace
+
+std::shared_ptr<Model> Model::load(const std::string& path) { return from_gguf(gguf::File::open(path)); }
+
+std::shared_ptr<Model> Model::load_embedded() {
+  return from_gguf(gguf::File::from_memory(embedded_model_bytes(), kEmbeddedModelName));
+}
+
+std::shared_ptr<Model> Model::from_gguf(std::shared_ptr<gguf::File> file) {
+  std::shared_ptr<Model> model(new Model());
+  model->name_ = file->name();
+  model->file_ = file;
+  ModelConfig& c = model->config_;
+  c = read_config(*file);
+
+  Binder bind(*file, model->owned_floats_);
+  const gguf::TensorInfo& embd = bind.tensor("token_embd.weight");
+  if (embd.dims.size() != 2 || embd.dims[0] != uint64_t(c.n_embd)) {
+    fail("{}: tensor 'token_embd.weight' must be [{}, n_vocab]", file->name(), c.n_embd);
+  }
+  c.n_vocab = static_cast<int64_t>(embd.dims[1]);
+
+  ModelWeights& w = model->weights_;
+  w.token_embd = bind.matrix("token_embd.weight", c.n_vocab, c.n_embd);
+  w.output_norm = bind.vector("output_norm.weight", c.n_embd);
+  c.tied_output = file->find_tensor("output.weight") == nullptr;
+  w.output = c.tied_output ? w.token_embd : bind.matrix("output.weight", c.n_vocab, c.n_embd);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights layer;
+    layer.attn_norm = bind.vector(p + "attn_norm.weight", c.n_embd);
+    layer.wq = bind.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd);
+    layer.wk = bind.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd);
+    layer.wv = bind.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd);
+    layer.wo = bind.matrix(p + "attn_output.weight", c.n_embd, c.q_dim());
+    layer.bq = bind.optional_vector(p + "attn_q.bias", c.q_dim());
+    layer.bk = bind.optional_vector(p + "attn_k.bias", c.kv_dim());
+    layer.bv = bind.optional_vector(p + "attn_v.bias", c.kv_dim());
+    layer.q_norm = bind.optional_vector(p + "attn_q_norm.weight", c.head_dim);
+    layer.k_norm = bind.optional_vector(p + "attn_k_norm.weight", c.head_dim);
+    layer.ffn_norm = bind.vector(p + "ffn_norm.weight", c.n_embd);
+    layer.w_gate = bind.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd);
+    layer.w_up = bind.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd);
+    layer.w_down = bind.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff);
+    w.layers.push_back(layer);
+  }
+
+  model->tokenizer_ = make_tokenizer(vocab_from_gguf(*file));
+  if (model->tokenizer_->n_vocab() > c.n_vocab) {
+    fail("{}: tokenizer has {} tokens but the embedding only {} rows", file->name(), model->tokenizer_->n_vocab(),
+         c.n_vocab);
+  }
+  return model;
+}
+
+std::shared_ptr<Model> Model::from_parts(ModelConfig config, ModelWeights weights,
+                                         std::shared_ptr<const Tokenizer> tokenizer,
+                                         std::shared_ptr<const void> storage) {
+  std::shared_ptr<Model> model(new Model());
+  model->name_ = "in-memory model";
+  model->config_ = std::move(config);
+  model->weights_ = std::move(weights);
+  model->tokenizer_ = std::move(tokenizer);
+  model->storage_ = std::move(storage);
+  return model;
+}
+
+uint64_t Model::weight_bytes() const {
+  auto bytes = [](const WeightMatrix& m) { return uint64_t(m.n_out) * m.row_bytes; };
+  uint64_t total = bytes(weights_.output);  // the embedding is read one row per token, not streamed
+  for (const LayerWeights& l : weights_.layers) {
+    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) + bytes(l.w_down);
+  }
+  return total;
+}
+
+}  // namespace tessera

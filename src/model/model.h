@@ -1,0 +1,67 @@
+// A loaded model: configuration, weight views bound by tensor name, and its tokenizer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/gguf.h"
+#include "kernels/weight_matrix.h"
+#include "model/model_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  WeightMatrix wq, wk, wv, wo;       // [q_dim, n_embd], [kv_dim, n_embd] x2, [n_embd, q_dim]
+  const float* bq = nullptr;         // optional biases (Qwen2): [q_dim], [kv_dim], [kv_dim]
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;     // optional per-head RMSNorm (Qwen3): [head_dim]
+  const float* k_norm = nullptr;
+  const float* ffn_norm = nullptr;   // [n_embd]
+  WeightMatrix w_gate, w_up, w_down; // [n_ff, n_embd] x2, [n_embd, n_ff]
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;           // [n_vocab, n_embd]: one row per token
+  const float* output_norm = nullptr;
+  WeightMatrix output;               // [n_vocab, n_embd]; equals token_embd when tied
+  std::vector<LayerWeights> layers;
+};
+
+class Model {
+ public:
+  // Loads a GGUF file (memory-mapped). Throws tessera::Error naming the file and the problem.
+  static std::shared_ptr<Model> load(const std::string& path);
+  // The default model linked into the binary.
+  static std::shared_ptr<Model> load_embedded();
+  // Binds an already parsed GGUF file.
+  static std::shared_ptr<Model> from_gguf(std::shared_ptr<gguf::File> file);
+  // A model built in memory (tests, synthetic models): weights point into storage the caller keeps alive.
+  static std::shared_ptr<Model> from_parts(ModelConfig config, ModelWeights weights,
+                                           std::shared_ptr<const Tokenizer> tokenizer,
+                                           std::shared_ptr<const void> storage);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  std::shared_ptr<const Tokenizer> tokenizer_ptr() const { return tokenizer_; }
+  const gguf::File* file() const { return file_.get(); }  // null for from_parts
+  const std::string& name() const { return name_; }
+  uint64_t weight_bytes() const;  // bytes of all tensors the forward pass reads
+
+ private:
+  Model() = default;
+
+  std::string name_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<gguf::File> file_;
+  std::shared_ptr<const void> storage_;          // keeps from_parts weights alive
+  std::vector<std::vector<float>> owned_floats_; // norm vectors converted to fp32 at load
+};
+
+}  // namespace tessera

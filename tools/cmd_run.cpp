@@ -1,0 +1,89 @@
+// `tessera run`: generate from a prompt, streaming text to stdout and speed figures to stderr.
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "commands.h"
+#include "core/thread_pool.h"
+#include "engine/generator.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+namespace {
+
+struct RunOptions {
+  std::string model_path;
+  std::string prompt = "Once upon a time";
+  int n_predict = 128;
+  int threads = 0;
+  int ctx_size = 0;
+  bool no_bos = false;
+  int64_t seed = -1;
+  SamplingParams sampling;
+};
+
+int run(const RunOptions& o) {
+  auto model = load_model_or_embedded(o.model_path);
+  ThreadPool pool(o.threads);
+  Generator generator(model, pool, o.ctx_size);
+
+  SamplingParams params = o.sampling;
+  params.max_tokens = o.n_predict;
+  params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+  params.has_seed = true;
+  const std::vector<int32_t> prompt = model->tokenizer().encode(o.prompt, !o.no_bos);
+
+  std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  const GenerationResult r = generator.generate(prompt, params, [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  const double n_gen = double(r.tokens.size());
+  std::fprintf(stderr, "\nmodel: %s, %d threads\n", model->name().c_str(), pool.size());
+  std::fprintf(stderr, "prompt:     %5lld tokens in %8.2f ms (%8.1f tokens/s)\n", (long long)r.n_prompt_tokens,
+               r.prompt_seconds * 1e3, r.prompt_seconds > 0 ? double(r.n_prompt_tokens) / r.prompt_seconds : 0.0);
+  std::fprintf(stderr, "generation: %5lld tokens in %8.2f ms (%8.1f tokens/s), finish: %s\n", (long long)n_gen,
+               r.generation_seconds * 1e3, r.generation_seconds > 0 ? n_gen / r.generation_seconds : 0.0,
+               finish_reason_name(r.finish_reason));
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandAction& action) {
+  auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
+  auto o = std::make_shared<RunOptions>();
+  // Sampling defaults as llama.cpp's CLI users expect.
+  o->sampling.temperature = 0.8f;
+  o->sampling.top_k = 40;
+  o->sampling.top_p = 0.95f;
+  o->sampling.min_p = 0.05f;
+  cmd->add_option("-m,--model", o->model_path, "GGUF model (default: the embedded stories260K)");
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text")->capture_default_str();
+  cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("-c,--ctx-size", o->ctx_size, "context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--temp", o->sampling.temperature, "temperature; 0 is greedy")->capture_default_str()
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", o->sampling.top_k, "top-k (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->sampling.top_p, "top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--min-p", o->sampling.min_p, "min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty, "repetition penalty (1: off)")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", o->sampling.repetition_window, "tokens the penalties look back (-1: all)")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty")->capture_default_str();
+  cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty")->capture_default_str();
+  cmd->add_option("-s,--seed", o->seed, "random seed (default: random)");
+  cmd->add_option("--stop", o->sampling.stop, "stop string (repeatable)");
+  cmd->add_flag("--ignore-eos", o->sampling.ignore_eos, "keep generating after end-of-sequence");
+  cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
+  cmd->callback([&action, o] { action = [o] { return run(*o); }; });
+}
+
+}  // namespace tessera

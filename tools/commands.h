@@ -1,0 +1,24 @@
+// Registration of the `tessera` subcommands; each lives in its own cmd_*.cpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace tessera {
+
+class Model;
+
+// Each registers its options on `app` and returns the action to run when the subcommand is chosen; the action
+// returns the process exit code.
+using CommandAction = std::function<int()>;
+void add_run_command(CLI::App& app, CommandAction& action);
+void add_info_command(CLI::App& app, CommandAction& action);
+void add_convert_command(CLI::App& app, CommandAction& action);
+
+// Loads `path`, or the embedded default model when empty.
+std::shared_ptr<Model> load_model_or_embedded(const std::string& path);
+
+}  // namespace tessera
