@@ -14,6 +14,26 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
 constexpr int kMaxArrayNesting = 8;
+constexpr size_t kMaxNameInMessage = 64;
+
+// A key or tensor name as it may appear in an error message: names come from the file, so a hostile one could
+// hold newlines, escape codes or megabytes. Non-printable bytes become \xNN and long names are cut.
+std::string printable(std::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (i == kMaxNameInMessage) {
+      out += fmt::format("...({} bytes)", name.size());
+      break;
+    }
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  return out;
+}
 
 // Bounds-checked little-endian cursor over the file's bytes.
 class Reader {
@@ -104,22 +124,22 @@ Value read_value(Reader& r, ValueType type, const std::string& key, const std::s
       return {type, r.read<double>("f64 value")};
     case ValueType::Bool: {
       const uint8_t b = r.read<uint8_t>("bool value");
-      if (b > 1) fail("{}: metadata key '{}': invalid bool byte {}", name, key, b);
+      if (b > 1) fail("{}: metadata key '{}': invalid bool byte {}", name, printable(key), b);
       return {type, b != 0};
     }
     case ValueType::String:
       return {type, r.read_string("string value")};
     case ValueType::Array: {
-      if (depth >= kMaxArrayNesting) fail("{}: metadata key '{}': arrays nested too deeply", name, key);
+      if (depth >= kMaxArrayNesting) fail("{}: metadata key '{}': arrays nested too deeply", name, printable(key));
       const uint32_t element_type = r.read<uint32_t>("array element type");
       if (!valid_value_type(element_type)) {
-        fail("{}: metadata key '{}': unknown array element type {}", name, key, element_type);
+        fail("{}: metadata key '{}': unknown array element type {}", name, printable(key), element_type);
       }
       const uint64_t count = r.read<uint64_t>("array length");
       const auto et = static_cast<ValueType>(element_type);
       if (count > r.remaining() / min_value_bytes(et)) {
-        fail("{}: metadata key '{}': array of {} elements does not fit in the {} bytes left", name, key, count,
-             r.remaining());
+        fail("{}: metadata key '{}': array of {} elements does not fit in the {} bytes left", name, printable(key),
+             count, r.remaining());
       }
       Array array{et, {}};
       array.elements.reserve(count);
@@ -127,7 +147,7 @@ Value read_value(Reader& r, ValueType type, const std::string& key, const std::s
       return {type, std::move(array)};
     }
   }
-  fail("{}: metadata key '{}': unknown value type {}", name, key, static_cast<uint32_t>(type));
+  fail("{}: metadata key '{}': unknown value type {}", name, printable(key), static_cast<uint32_t>(type));
 }
 
 }  // namespace
@@ -220,6 +240,8 @@ void File::parse() {
   if (magic != kMagic) fail("{}: not a GGUF file (bad magic 0x{:08x})", name_, magic);
   version_ = r.read<uint32_t>("version");
   if (version_ != 2 && version_ != 3) {
+    const uint32_t swapped = __builtin_bswap32(version_);
+    if (swapped == 2 || swapped == 3) fail("{}: big-endian GGUF v{} files are not supported", name_, swapped);
     fail("{}: unsupported GGUF version {} (supported: 2, 3)", name_, version_);
   }
   const uint64_t n_tensors = r.read<uint64_t>("tensor count");
@@ -232,14 +254,16 @@ void File::parse() {
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = r.read_string("metadata key");
     const uint32_t type = r.read<uint32_t>("metadata value type");
-    if (!valid_value_type(type)) fail("{}: metadata key '{}': unknown value type {}", name_, key, type);
+    if (!valid_value_type(type)) fail("{}: metadata key '{}': unknown value type {}", name_, printable(key), type);
     Value value = read_value(r, static_cast<ValueType>(type), key, name_, 0);
-    if (!seen_keys.insert(key).second) fail("{}: duplicate metadata key '{}'", name_, key);
+    if (!seen_keys.insert(key).second) fail("{}: duplicate metadata key '{}'", name_, printable(key));
     metadata_.emplace_back(std::move(key), std::move(value));
   }
 
   if (const Value* a = find("general.alignment")) {
-    if (a->type != ValueType::UInt32) fail("{}: general.alignment must be a u32", name_);
+    if (a->type != ValueType::UInt32) {
+      fail("{}: general.alignment must be a u32, not a {}", name_, value_type_name(a->type));
+    }
     alignment_ = a->as_uint();
     if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0) {
       fail("{}: general.alignment {} is not a power of two", name_, alignment_);
@@ -253,30 +277,32 @@ void File::parse() {
     TensorInfo t;
     t.name = r.read_string("tensor name");
     const uint32_t n_dims = r.read<uint32_t>("tensor dimension count");
-    if (n_dims > kMaxDims) fail("{}: tensor '{}' has {} dimensions (at most {})", name_, t.name, n_dims, kMaxDims);
+    if (n_dims > kMaxDims) {
+      fail("{}: tensor '{}' has {} dimensions (at most {})", name_, printable(t.name), n_dims, kMaxDims);
+    }
     t.n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t dim = r.read<uint64_t>("tensor dimension");
       if (dim == 0 || dim > (uint64_t{1} << 40) || t.n_elements > (uint64_t{1} << 48) / dim) {
-        fail("{}: tensor '{}' has an absurd dimension {}", name_, t.name, dim);
+        fail("{}: tensor '{}' has an absurd dimension {}", name_, printable(t.name), dim);
       }
       t.n_elements *= dim;
       t.dims.push_back(dim);
     }
     const uint32_t type_id = r.read<uint32_t>("tensor type");
     const auto type_traits = tensor_type_traits(type_id);
-    if (!type_traits) fail("{}: tensor '{}' has unknown or unsupported type id {}", name_, t.name, type_id);
+    if (!type_traits) fail("{}: tensor '{}' has unknown or unsupported type id {}", name_, printable(t.name), type_id);
     t.type = type_traits->type;
     if (t.row_length() % type_traits->block_elements != 0) {
-      fail("{}: tensor '{}': row length {} is not a multiple of the {} block size {}", name_, t.name, t.row_length(),
-           type_traits->name, type_traits->block_elements);
+      fail("{}: tensor '{}': row length {} is not a multiple of the {} block size {}", name_, printable(t.name),
+           t.row_length(), type_traits->name, type_traits->block_elements);
     }
     t.n_bytes = t.n_elements / type_traits->block_elements * type_traits->block_bytes;
     t.offset = r.read<uint64_t>("tensor offset");
     if (t.offset % alignment_ != 0) {
-      fail("{}: tensor '{}' offset {} is not aligned to {}", name_, t.name, t.offset, alignment_);
+      fail("{}: tensor '{}' offset {} is not aligned to {}", name_, printable(t.name), t.offset, alignment_);
     }
-    if (!seen_tensors.insert(t.name).second) fail("{}: duplicate tensor '{}'", name_, t.name);
+    if (!seen_tensors.insert(t.name).second) fail("{}: duplicate tensor '{}'", name_, printable(t.name));
     tensors_.push_back(std::move(t));
   }
 
@@ -289,8 +315,9 @@ void File::parse() {
   for (TensorInfo& t : tensors_) {
     const uint64_t available = file_size > data_offset_ ? file_size - data_offset_ : 0;
     if (t.offset > available || t.n_bytes > available - t.offset) {
-      fail("{}: tensor '{}' data [{}, {}) runs past the end of the file ({} data bytes)", name_, t.name, t.offset,
-           t.offset + t.n_bytes, available);
+      // Not offset + n_bytes: a hostile offset near 2^64 would wrap in the message.
+      fail("{}: tensor '{}' data ({} bytes at data offset {}) runs past the end of the file ({} data bytes)", name_,
+           printable(t.name), t.n_bytes, t.offset, available);
     }
     t.data = bytes_.data() + data_offset_ + t.offset;
   }
@@ -331,7 +358,7 @@ std::optional<uint64_t> File::find_uint(std::string_view key) const {
   try {
     return v->as_uint();
   } catch (const Error& e) {
-    fail("{}: metadata key '{}': {}", name_, key, e.what());
+    fail("{}: metadata key '{}': {}", name_, printable(key), e.what());
   }
 }
 
@@ -341,7 +368,7 @@ std::optional<double> File::find_float(std::string_view key) const {
   try {
     return v->as_float();
   } catch (const Error& e) {
-    fail("{}: metadata key '{}': {}", name_, key, e.what());
+    fail("{}: metadata key '{}': {}", name_, printable(key), e.what());
   }
 }
 
@@ -351,7 +378,7 @@ std::optional<std::string> File::find_string(std::string_view key) const {
   try {
     return v->as_string();
   } catch (const Error& e) {
-    fail("{}: metadata key '{}': {}", name_, key, e.what());
+    fail("{}: metadata key '{}': {}", name_, printable(key), e.what());
   }
 }
 
@@ -361,7 +388,7 @@ std::optional<bool> File::find_bool(std::string_view key) const {
   try {
     return v->as_bool();
   } catch (const Error& e) {
-    fail("{}: metadata key '{}': {}", name_, key, e.what());
+    fail("{}: metadata key '{}': {}", name_, printable(key), e.what());
   }
 }
 

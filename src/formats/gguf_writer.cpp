@@ -3,10 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -50,14 +53,32 @@ class OutputFile {
   uint64_t written_ = 0;
 };
 
-void write_value(OutputFile& out, const Value& v) {
+// The value as an integer of width T; a value that does not fit would be silently truncated on disk.
+template <typename T>
+T narrow(const std::string& key, const Value& v) {
+  if constexpr (std::is_signed_v<T>) {
+    const int64_t i = v.as_int();
+    if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) {
+      fail("metadata key '{}': {} does not fit a {}", key, i, value_type_name(v.type));
+    }
+    return static_cast<T>(i);
+  } else {
+    const uint64_t u = v.as_uint();
+    if (u > std::numeric_limits<T>::max()) {
+      fail("metadata key '{}': {} does not fit a {}", key, u, value_type_name(v.type));
+    }
+    return static_cast<T>(u);
+  }
+}
+
+void write_value(OutputFile& out, const std::string& key, const Value& v) {
   switch (v.type) {
-    case ValueType::UInt8: out.pod<uint8_t>(static_cast<uint8_t>(v.as_uint())); break;
-    case ValueType::Int8: out.pod<int8_t>(static_cast<int8_t>(v.as_int())); break;
-    case ValueType::UInt16: out.pod<uint16_t>(static_cast<uint16_t>(v.as_uint())); break;
-    case ValueType::Int16: out.pod<int16_t>(static_cast<int16_t>(v.as_int())); break;
-    case ValueType::UInt32: out.pod<uint32_t>(static_cast<uint32_t>(v.as_uint())); break;
-    case ValueType::Int32: out.pod<int32_t>(static_cast<int32_t>(v.as_int())); break;
+    case ValueType::UInt8: out.pod<uint8_t>(narrow<uint8_t>(key, v)); break;
+    case ValueType::Int8: out.pod<int8_t>(narrow<int8_t>(key, v)); break;
+    case ValueType::UInt16: out.pod<uint16_t>(narrow<uint16_t>(key, v)); break;
+    case ValueType::Int16: out.pod<int16_t>(narrow<int16_t>(key, v)); break;
+    case ValueType::UInt32: out.pod<uint32_t>(narrow<uint32_t>(key, v)); break;
+    case ValueType::Int32: out.pod<int32_t>(narrow<int32_t>(key, v)); break;
     case ValueType::UInt64: out.pod<uint64_t>(v.as_uint()); break;
     case ValueType::Int64: out.pod<int64_t>(v.as_int()); break;
     case ValueType::Float32: out.pod<float>(static_cast<float>(v.as_float())); break;
@@ -68,10 +89,33 @@ void write_value(OutputFile& out, const Value& v) {
       const Array& a = v.as_array();
       out.pod<uint32_t>(static_cast<uint32_t>(a.element_type));
       out.pod<uint64_t>(a.elements.size());
-      for (const Value& e : a.elements) write_value(out, e);
+      for (const Value& e : a.elements) {
+        // The file stores one type for the whole array; a stray element would be misread by every reader.
+        if (e.type != a.element_type) {
+          fail("metadata key '{}': {} element in an array of {}", key, value_type_name(e.type),
+               value_type_name(a.element_type));
+        }
+        write_value(out, key, e);
+      }
       break;
     }
+    default:
+      fail("metadata key '{}': unknown value type {}", key, static_cast<uint32_t>(v.type));
   }
+}
+
+// The alignment the file will declare: an explicit general.alignment key wins over the constructor's value, since
+// readers pad by the key.
+uint64_t effective_alignment(const std::vector<std::pair<std::string, Value>>& metadata, uint64_t alignment) {
+  for (const auto& [key, value] : metadata) {
+    if (key != "general.alignment") continue;
+    if (value.type != ValueType::UInt32) fail("general.alignment must be a u32, not a {}", value_type_name(value.type));
+    alignment = value.as_uint();
+  }
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > UINT32_MAX) {
+    fail("GGUF alignment {} is not a power of two that fits a u32", alignment);
+  }
+  return alignment;
 }
 
 }  // namespace
@@ -109,8 +153,15 @@ void Writer::set_i32_array(const std::string& key, const std::vector<int32_t>& v
 
 void Writer::add_tensor(const std::string& name, TensorType type, std::vector<uint64_t> dims,
                         TensorProducer produce) {
+  if (dims.size() > 4) fail("tensor '{}': {} dimensions (GGUF allows at most 4)", name, dims.size());
   uint64_t n_elements = 1;
-  for (uint64_t d : dims) n_elements *= d;
+  for (uint64_t d : dims) {
+    if (d == 0 || n_elements > (uint64_t{1} << 48) / d) fail("tensor '{}': dimension {} is zero or too large", name, d);
+    n_elements *= d;
+  }
+  for (const auto& t : tensors_) {
+    if (t.name == name) fail("duplicate tensor '{}'", name);
+  }
   const auto& t = traits(type);
   if (dims.empty() || dims[0] % t.block_elements != 0) {
     fail("tensor '{}': row length is not a multiple of the {} block size {}", name, t.name, t.block_elements);
@@ -129,6 +180,7 @@ void Writer::add_tensor(const std::string& name, TensorType type, std::vector<ui
 }
 
 void Writer::write(const std::string& path, const std::function<void(size_t, size_t)>& on_tensor) const {
+  const uint64_t alignment = effective_alignment(metadata_, alignment_);
   const std::string tmp_path = path + ".tmp." + std::to_string(::getpid());
   try {
     OutputFile out(tmp_path);
@@ -137,16 +189,16 @@ void Writer::write(const std::string& path, const std::function<void(size_t, siz
     out.pod<uint64_t>(tensors_.size());
     const bool has_alignment_key = std::any_of(metadata_.begin(), metadata_.end(),
                                                [](const auto& kv) { return kv.first == "general.alignment"; });
-    out.pod<uint64_t>(metadata_.size() + (has_alignment_key || alignment_ == 32 ? 0 : 1));
+    out.pod<uint64_t>(metadata_.size() + (has_alignment_key || alignment == 32 ? 0 : 1));
     for (const auto& [key, value] : metadata_) {
       out.string(key);
       out.pod<uint32_t>(static_cast<uint32_t>(value.type));
-      write_value(out, value);
+      write_value(out, key, value);
     }
-    if (!has_alignment_key && alignment_ != 32) {
+    if (!has_alignment_key && alignment != 32) {
       out.string("general.alignment");
       out.pod<uint32_t>(static_cast<uint32_t>(ValueType::UInt32));
-      out.pod<uint32_t>(static_cast<uint32_t>(alignment_));
+      out.pod<uint32_t>(static_cast<uint32_t>(alignment));
     }
     uint64_t offset = 0;
     for (const auto& t : tensors_) {
@@ -155,16 +207,16 @@ void Writer::write(const std::string& path, const std::function<void(size_t, siz
       for (uint64_t d : t.dims) out.pod<uint64_t>(d);
       out.pod<uint32_t>(static_cast<uint32_t>(t.type));
       out.pod<uint64_t>(offset);
-      offset += (t.n_bytes + alignment_ - 1) / alignment_ * alignment_;
+      offset += (t.n_bytes + alignment - 1) / alignment * alignment;
     }
-    out.pad_to(alignment_);
+    out.pad_to(alignment);
     std::vector<uint8_t> buffer;
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const auto& t = tensors_[i];
       buffer.assign(t.n_bytes, 0);
       t.produce(buffer.data(), t.n_bytes);
       out.bytes(buffer.data(), buffer.size());
-      out.pad_to(alignment_);
+      out.pad_to(alignment);
       if (on_tensor) on_tensor(i + 1, tensors_.size());
     }
     out.close();
