@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "core/cpu_features.h"
+
 namespace tessera {
 
 // Where one sequence's K and V for one layer live. Position p is in block p / block_size at row p % block_size;
@@ -26,5 +28,8 @@ struct AttentionShape {
 // threads; the result per head does not depend on that split.
 void attend(const float* q, const KvBlocksView& kv, int64_t n_pos, const AttentionShape& shape, int64_t head_begin,
             int64_t head_end, float* scratch, float* out);
+// The same at an explicit ISA level (Isa::Scalar is the reference).
+void attend(const float* q, const KvBlocksView& kv, int64_t n_pos, const AttentionShape& shape, int64_t head_begin,
+            int64_t head_end, float* scratch, float* out, Isa isa);
 
 }  // namespace tessera

@@ -1,0 +1,130 @@
+// Kernel micro-benchmarks: matmul weight bandwidth at batch 1 and FLOP rate for batches, against a plain
+// memory-read baseline. Run: kernels_bench --benchmark_filter=Matmul (TESSERA_ISA picks the level).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/tensor_type.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kNIn = 2048, kNOut = 5632;  // a TinyLlama-1.1B FFN projection
+
+ThreadPool& pool() {
+  static ThreadPool p(0);
+  return p;
+}
+
+struct BenchWeights {
+  std::vector<uint8_t> data;
+  std::vector<float> scales;
+  WeightMatrix view;
+};
+
+const BenchWeights& weights(TensorType type) {
+  static std::unique_ptr<BenchWeights> cache[32];
+  auto& slot = cache[static_cast<int>(type)];
+  if (!slot) {
+    slot = std::make_unique<BenchWeights>();
+    std::mt19937 rng(1);
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    std::vector<float> row(kNIn);
+    const size_t row_bytes = tensor_row_bytes(type, kNIn);
+    slot->data.resize(row_bytes * kNOut);
+    slot->scales.resize(kNOut);
+    for (int64_t r = 0; r < kNOut; ++r) {
+      for (auto& v : row) v = dist(rng);
+      quantize_row(type, row.data(), slot->data.data() + r * row_bytes, kNIn, &slot->scales[r]);
+    }
+    slot->view = WeightMatrix{type, kNOut, kNIn, slot->data.data(), row_bytes,
+                              type == TensorType::I8 ? slot->scales.data() : nullptr};
+  }
+  return *slot;
+}
+
+void BM_Matmul(benchmark::State& state, TensorType type) {
+  const int64_t n_tokens = state.range(0);
+  const BenchWeights& w = weights(type);
+  std::vector<float> x(size_t(n_tokens * kNIn), 0.5f), y(size_t(n_tokens * kNOut));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7919 % 255) - 127) / 64.0f;
+  for (auto _ : state) {
+    matmul(w.view, x.data(), n_tokens, y.data(), pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.data.size()));
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * kNIn * kNOut * n_tokens * double(state.iterations()) / 1e9,
+                                                benchmark::Counter::kIsRate);
+  state.counters["tok/s"] = benchmark::Counter(double(n_tokens * state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(isa_name(active_isa())) + ", " + std::to_string(pool().size()) + " threads");
+}
+
+// The bandwidth a decode matmul is measured against: every thread sums its share of a buffer larger than L3.
+void BM_MemoryRead(benchmark::State& state) {
+  const size_t n = size_t{256} << 20;
+  static std::vector<uint64_t> buffer(n / 8, 1);
+  for (auto _ : state) {
+    std::vector<uint64_t> sums(size_t(pool().size()) * 8);
+    pool().parallel_for(int64_t(buffer.size()), [&](int64_t begin, int64_t end) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int64_t i = begin; i + 4 <= end; i += 4) {
+        s0 += buffer[i];
+        s1 += buffer[i + 1];
+        s2 += buffer[i + 2];
+        s3 += buffer[i + 3];
+      }
+      sums[size_t(begin * pool().size() / int64_t(buffer.size())) * 8] = s0 + s1 + s2 + s3;
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(n));
+}
+
+void BM_ThreadPoolRegion(benchmark::State& state) {
+  std::atomic<int> counter{0};
+  for (auto _ : state) pool().run([&](int, int) { counter.fetch_add(1, std::memory_order_relaxed); });
+  benchmark::DoNotOptimize(counter.load());
+}
+
+void BM_RmsNorm(benchmark::State& state) {
+  std::vector<float> x(4096, 0.5f), wt(4096, 1.0f), out(4096);
+  for (auto _ : state) {
+    rms_norm(x.data(), wt.data(), 1e-5f, 4096, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+void BM_Softmax(benchmark::State& state) {
+  std::vector<float> x(4096);
+  for (auto _ : state) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 17) * 0.1f;
+    softmax(x.data(), int64_t(x.size()));
+    benchmark::DoNotOptimize(x.data());
+  }
+}
+
+BENCHMARK(BM_MemoryRead)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThreadPoolRegion)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Matmul, Q8_0, TensorType::Q8_0)->Arg(1)->Arg(16)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Matmul, Q4_0, TensorType::Q4_0)->Arg(1)->Arg(16)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Matmul, Q4_K, TensorType::Q4_K)->Arg(1)->Arg(16)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Matmul, Q6_K, TensorType::Q6_K)->Arg(1)->Arg(16)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Matmul, I8, TensorType::I8)->Arg(1)->Arg(16)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Matmul, F16, TensorType::F16)->Arg(1)->Arg(16)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Matmul, BF16, TensorType::BF16)->Arg(1)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Matmul, F32, TensorType::F32)->Arg(1)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RmsNorm);
+BENCHMARK(BM_Softmax);
+
+}  // namespace
+}  // namespace tessera
+
+BENCHMARK_MAIN();

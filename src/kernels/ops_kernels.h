@@ -1,0 +1,21 @@
+// Internal interface of the per-ISA element-wise kernels (ops and attention). Declarations only: see
+// matmul_kernels.h for why ISA files include nothing with inline functions.
+#pragma once
+
+#include <cstdint>
+
+namespace tessera::kernels::avx2 {
+
+void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* out);
+// Rotates pairs with cos/sin given per pair (head_dim / 2 values), neox: pairs (i, i + d/2), else (2i, 2i+1).
+void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, bool neox);
+void softmax(float* x, int64_t n);
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+
+// Attention for heads [head_begin, head_end); same contract as tessera::attend. The KV view is passed as its
+// fields so this header needs no other.
+void attend(const float* q, const float* const* k_blocks, const float* const* v_blocks, int64_t block_size,
+            int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
+            int64_t head_end, float* scratch, float* out);
+
+}  // namespace tessera::kernels::avx2

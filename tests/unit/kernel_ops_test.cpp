@@ -1,0 +1,125 @@
+// rms_norm, rope, softmax, swiglu and attention at every ISA level the CPU has, against the scalar reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+
+namespace tessera {
+namespace {
+
+using testing::random_floats;
+
+// Sizes with vector tails of every length, and one long row.
+const int64_t kSizes[] = {1, 3, 7, 8, 9, 16, 31, 33, 1000};
+
+// |a - b| ≤ rel · |b| + abs, reported with the index.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, double rel, double abs, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], rel * std::fabs(b[i]) + abs) << what << " at " << i << " of " << a.size();
+}
+
+class KernelOps : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(KernelOps, RmsNorm) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  for (int64_t n : kSizes) {
+    const auto x = random_floats(size_t(n), 1, 3.0f), w = random_floats(size_t(n), 2);
+    std::vector<float> out(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+    rms_norm(x.data(), w.data(), 1e-5f, n, out.data(), GetParam());
+    rms_norm(x.data(), w.data(), 1e-5f, n, ref.data(), Isa::Scalar);
+    // The sum of squares is the only long reduction: n·eps relative.
+    expect_close(out, ref, 1e-6 + 2e-7 * double(n), 0.0, "rms_norm");
+    auto in_place = x;
+    rms_norm(in_place.data(), w.data(), 1e-5f, n, in_place.data(), GetParam());
+    EXPECT_EQ(in_place, out);
+  }
+}
+
+TEST_P(KernelOps, Softmax) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  for (int64_t n : kSizes) {
+    auto x = random_floats(size_t(n), 3, 4.0f);
+    if (n > 2) x[1] = -std::numeric_limits<float>::infinity();  // a masked position
+    auto ref = x;
+    softmax(x.data(), n, GetParam());
+    softmax(ref.data(), n, Isa::Scalar);
+    expect_close(x, ref, 1e-5, 1e-9, "softmax");
+    if (n > 2) EXPECT_EQ(x[1], 0.0f);
+  }
+}
+
+TEST_P(KernelOps, SwiGlu) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  for (int64_t n : kSizes) {
+    auto gate = random_floats(size_t(n), 4, 5.0f);
+    if (n > 3) gate[0] = -100.0f, gate[1] = 100.0f, gate[2] = 0.0f;  // saturated sigmoid both ways
+    const auto up = random_floats(size_t(n), 5);
+    std::vector<float> out(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+    swiglu(gate.data(), up.data(), n, out.data(), GetParam());
+    swiglu(gate.data(), up.data(), n, ref.data(), Isa::Scalar);
+    expect_close(out, ref, 2e-6, 1e-30, "swiglu");
+  }
+}
+
+TEST_P(KernelOps, Rope) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  for (RopeLayout layout : {RopeLayout::Interleaved, RopeLayout::NeoX}) {
+    for (int64_t head_dim : {6, 20, 64, 128}) {
+      const int64_t n_heads = 3;
+      std::vector<float> inv_freq(size_t(head_dim / 2));
+      for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(head_dim));
+      for (int64_t position : {0, 1, 17, 4095}) {
+        auto x = random_floats(size_t(n_heads * head_dim), uint32_t(6 + position));
+        auto ref = x, pre = x;
+        rope(x.data(), n_heads, head_dim, position, inv_freq.data(), layout, GetParam());
+        rope(ref.data(), n_heads, head_dim, position, inv_freq.data(), layout, Isa::Scalar);
+        // Each output is a two-term sum: a few ulp of the inputs' magnitude.
+        expect_close(x, ref, 1e-6, 1e-6, "rope");
+        std::vector<float> c(inv_freq.size()), s(inv_freq.size());
+        rope_cos_sin(position, inv_freq.data(), int64_t(inv_freq.size()), c.data(), s.data());
+        rope_precomputed(pre.data(), n_heads, head_dim, c.data(), s.data(), layout, GetParam());
+        EXPECT_EQ(pre, x);
+      }
+    }
+  }
+}
+
+TEST_P(KernelOps, AttentionOverBlocks) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  for (int64_t head_dim : {20, 64, 80}) {
+    const AttentionShape shape{6, 2, head_dim, 1.0f / std::sqrt(float(head_dim))};
+    const int64_t block_size = 16, n_blocks = 4, kv_row = shape.n_head_kv * head_dim;
+    const auto k = random_floats(size_t(n_blocks * block_size * kv_row), 7);
+    const auto v = random_floats(size_t(n_blocks * block_size * kv_row), 8);
+    // Blocks out of order, as a block table would give them.
+    std::vector<const float*> k_ptrs, v_ptrs;
+    for (int64_t b : {2, 0, 3, 1}) {
+      k_ptrs.push_back(&k[size_t(b * block_size * kv_row)]);
+      v_ptrs.push_back(&v[size_t(b * block_size * kv_row)]);
+    }
+    const KvBlocksView view{k_ptrs.data(), v_ptrs.data(), block_size};
+    const auto q = random_floats(size_t(shape.n_head * head_dim), 9, 2.0f);
+    for (int64_t n_pos : {1, 5, 37, 64}) {
+      std::vector<float> scratch(static_cast<size_t>(n_pos)), out(q.size()), ref(q.size()), split(q.size());
+      attend(q.data(), view, n_pos, shape, 0, shape.n_head, scratch.data(), out.data(), GetParam());
+      attend(q.data(), view, n_pos, shape, 0, shape.n_head, scratch.data(), ref.data(), Isa::Scalar);
+      expect_close(out, ref, 1e-5, 1e-5, "attend");
+      // A head's result does not depend on which other heads the call covers.
+      attend(q.data(), view, n_pos, shape, 0, 1, scratch.data(), split.data(), GetParam());
+      attend(q.data(), view, n_pos, shape, 1, shape.n_head, scratch.data(), split.data(), GetParam());
+      EXPECT_EQ(split, out);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelIsas, KernelOps, ::testing::ValuesIn(testing::kernel_isas()),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+}  // namespace
+}  // namespace tessera
