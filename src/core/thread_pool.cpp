@@ -11,10 +11,25 @@
 namespace tessera {
 namespace {
 
-// About 30-60 µs of pause instructions on current x86 cores before a thread blocks.
-constexpr int kSpinIterations = 1 << 12;
+// Waiting goes pause-spin (a few µs: the next region usually starts that soon), then yield-spin (tens of µs;
+// on an oversubscribed machine this hands the core to the thread we wait for instead of burning it), then a
+// blocking wait.
+constexpr int kPauseIterations = 1 << 9;
+constexpr int kYieldIterations = 1 << 7;
 
-inline void cpu_relax() { __builtin_ia32_pause(); }
+// Spins until done() holds or the spin budget is spent; returns done().
+template <typename Done>
+bool spin_until(Done done) {
+  for (int i = 0; i < kPauseIterations; ++i) {
+    if (done()) return true;
+    __builtin_ia32_pause();
+  }
+  for (int i = 0; i < kYieldIterations; ++i) {
+    if (done()) return true;
+    std::this_thread::yield();
+  }
+  return done();
+}
 
 }  // namespace
 
@@ -55,12 +70,8 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      cpu_relax();
-      gen = generation_.load(std::memory_order_acquire);
-    }
-    if (gen == seen) {
+    uint64_t gen = seen;
+    if (!spin_until([&] { return (gen = generation_.load(std::memory_order_acquire)) != seen; })) {
       // Announce the sleep before re-checking, so run() either sees the counter or we see its new generation.
       sleeping_workers_.fetch_add(1);
       {
@@ -94,10 +105,7 @@ void ThreadPool::run_impl(void* fn, Trampoline call) {
     wake_.notify_all();
   }
   call(fn, 0, n_threads_);
-  for (int spin = 0; spin < kSpinIterations; ++spin) {
-    if (pending_.load(std::memory_order_acquire) == 0) return;
-    cpu_relax();
-  }
+  if (spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
   caller_sleeping_.store(true);
   {
     std::unique_lock lock(mutex_);
