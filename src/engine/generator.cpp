@@ -19,23 +19,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-const char* finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::Length: return "length";
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Eos: return "stop";
-    case FinishReason::Cancelled: return "cancelled";
-  }
-  return "unknown";
-}
-
 Generator::Generator(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx, int64_t prefill_chunk)
     : model_(model),
       n_ctx_(n_ctx > 0 ? n_ctx : model->config().n_ctx_train),
       prefill_chunk_(prefill_chunk),
       kv_(model->config().n_layer, model->config().kv_dim(), (n_ctx_ + kBlockSize - 1) / kBlockSize, kBlockSize),
       forward_(model, kv_, pool) {
-  while (auto block = kv_.allocate()) block_table_.push_back(*block);
+  // One sequence owns the whole pool.
+  for (int32_t b = 0; b < int32_t(kv_.n_blocks()); ++b) block_table_.push_back(b);
 }
 
 void Generator::check_prompt(const std::vector<int32_t>& prompt) const {
@@ -105,7 +96,7 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt, const S
     if (int64_t(history.size()) >= n_ctx_) break;  // context full: ends as "length"
     const int32_t id = sampler.sample(logits.first(size_t(n_vocab)), history).id;
     if (!params.ignore_eos && tokenizer.is_eog(id)) {
-      result.finish_reason = FinishReason::Eos;
+      result.finish_reason = FinishReason::Stop;
       break;
     }
     result.tokens.push_back(id);
@@ -122,7 +113,7 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt, const S
       logits = feed(history, history.size() - 1, history.size(), false);
     }
   }
-  if (result.finish_reason != FinishReason::Stop && result.finish_reason != FinishReason::Cancelled) {
+  if (result.finish_reason == FinishReason::Length || (result.finish_reason == FinishReason::Stop && !stops.stopped())) {
     emit(stops.push(decoder.flush()));
     emit(stops.flush());
   }

@@ -10,14 +10,13 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/request.h"
 #include "engine/sampling_params.h"
 #include "kv/kv_pool.h"
 #include "model/forward.h"
 
 namespace tessera {
 
-enum class FinishReason { Length, Stop, Eos, Cancelled };
-const char* finish_reason_name(FinishReason reason);
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids

@@ -1,9 +1,8 @@
-// The KV cache's memory: a pool of fixed-size blocks, each holding `block_size` token positions of keys and
-// values for every layer. Sequences own blocks through block tables; this class only stores and hands them out.
+// The KV cache's memory: fixed-size blocks, each holding `block_size` token positions of keys and values for
+// every layer. Storage only; which block belongs to whom is the BlockManager's business.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "core/check.h"
@@ -12,22 +11,21 @@ namespace tessera {
 
 class KvPool {
  public:
-  // n_blocks blocks of block_size positions, each position kv_dim floats of K and of V per layer.
+  // n_blocks blocks of block_size positions; each position holds kv_dim floats of K and of V per layer.
   KvPool(int64_t n_layer, int64_t kv_dim, int64_t n_blocks, int64_t block_size);
 
   int64_t n_blocks() const { return n_blocks_; }
   int64_t block_size() const { return block_size_; }
-  int64_t n_free() const { return static_cast<int64_t>(free_.size()); }
-  uint64_t bytes_per_token() const { return uint64_t(n_layer_) * 2 * kv_dim_ * sizeof(float); }
+  uint64_t bytes_per_token() const { return uint64_t(n_layer_) * 2 * uint64_t(kv_dim_) * sizeof(float); }
+  uint64_t bytes_per_block() const { return bytes_per_token() * uint64_t(block_size_); }
   uint64_t total_bytes() const { return storage_.size() * sizeof(float); }
-
-  // A free block id, or nothing when the pool is exhausted (callers preempt or reject; never an error).
-  std::optional<int32_t> allocate();
-  void release(int32_t block);
 
   // [block_size, kv_dim] keys / values of `block` for `layer`.
   float* keys(int32_t block, int64_t layer) { return storage_.data() + offset(block, layer, 0); }
   float* values(int32_t block, int64_t layer) { return storage_.data() + offset(block, layer, 1); }
+
+  // Copies the first n_positions positions of every layer (copy-on-write of a shared partial block).
+  void copy_block(int32_t from, int32_t to, int64_t n_positions);
 
  private:
   size_t offset(int32_t block, int64_t layer, int kv) const {
@@ -37,7 +35,6 @@ class KvPool {
 
   int64_t n_layer_, kv_dim_, n_blocks_, block_size_;
   std::vector<float> storage_;
-  std::vector<int32_t> free_;  // stack of free block ids
 };
 
 }  // namespace tessera

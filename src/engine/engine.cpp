@@ -1,0 +1,431 @@
+// The step loop: plan (Scheduler) → run (Forward over the flat batch) → sample and stream → retire.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+#include "kv/block_manager.h"
+#include "kv/kv_pool.h"
+#include "model/forward.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+
+const char* batching_mode_name(BatchingMode mode) {
+  switch (mode) {
+    case BatchingMode::Continuous: return "continuous";
+    case BatchingMode::Static: return "static";
+    case BatchingMode::Window: return "window";
+  }
+  return "unknown";
+}
+
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Everything the engine keeps for one live request; `seq` is what the scheduler sees.
+struct ActiveRequest {
+  ActiveRequest(Request r, EventCallback cb, const Tokenizer& tokenizer)
+      : request(std::move(r)),
+        on_event(std::move(cb)),
+        sampler(request.sampling),
+        // Text after a BOS-only prompt starts the document: drop the tokenizer's leading space there only.
+        decoder(tokenizer, request.prompt.size() == 1 && request.prompt[0] == tokenizer.vocab().bos),
+        stops(request.sampling.stop) {}
+
+  Request request;
+  EventCallback on_event;
+  Sequence seq;
+  Sampler sampler;
+  IncrementalDecoder decoder;
+  StopMatcher stops;
+  Clock::time_point submitted;
+  Clock::time_point first_scheduled{};
+  Clock::time_point first_token{};
+  int64_t n_generated = 0;
+};
+
+SchedulingPolicy policy_for(BatchingMode mode) {
+  switch (mode) {
+    case BatchingMode::Static: return SchedulingPolicy::Static;
+    case BatchingMode::Window: return SchedulingPolicy::Window;
+    case BatchingMode::Continuous: break;
+  }
+  return SchedulingPolicy::Continuous;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  Impl(std::shared_ptr<const Model> m, EngineOptions o);
+  ~Impl();
+
+  void loop();
+  bool step();  // false when there was nothing to run
+  void finish(ActiveRequest& r, FinishReason reason, std::string error = {});
+  void emit_token(ActiveRequest& r, int32_t id, std::span<const float> logits);
+  void publish_stats();
+
+  std::shared_ptr<const Model> model;
+  EngineOptions options;
+  int64_t n_ctx;
+  ThreadPool pool;
+  std::unique_ptr<KvPool> kv;
+  std::unique_ptr<BlockManager> blocks;
+  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<Forward> forward;
+  ForwardBatch batch;
+
+  // Owned by the step thread.
+  std::unordered_map<uint64_t, std::unique_ptr<ActiveRequest>> active;
+  uint64_t arrival_counter = 0;
+  EngineStats counters;  // monotonic counters, step thread only
+
+  // Shared with submit/cancel/stats callers.
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::condition_variable idle;
+  std::vector<std::unique_ptr<ActiveRequest>> inbox;
+  std::unordered_set<uint64_t> cancels;
+  uint64_t next_id = 1;
+  size_t n_live = 0;  // submitted and not finished
+  bool stopping = false;
+  EngineStats snapshot;
+  std::function<void(const StepStats&)> observer;
+  std::thread thread;
+};
+
+Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
+    : model(std::move(m)),
+      options(o),
+      n_ctx(o.n_ctx > 0 ? o.n_ctx : model->config().n_ctx_train),
+      pool(o.threads) {
+  const ModelConfig& c = model->config();
+  if (options.kv_block_size <= 0 || options.kv_block_size > 1024) fail("--kv-block-size must be in 1..1024");
+  if (options.max_batched_tokens <= 0) fail("--max-batched-tokens must be positive");
+  if (options.max_seqs <= 0) fail("--max-seqs must be positive");
+  const uint64_t bytes_per_block = uint64_t(c.n_layer) * 2 * uint64_t(c.kv_dim()) * sizeof(float) *
+                                   uint64_t(options.kv_block_size);
+  int64_t n_blocks = options.kv_blocks;
+  if (n_blocks <= 0) {
+    uint64_t bytes = options.kv_cache_bytes;
+    if (bytes == 0) {
+      // Room for every sequence at full length, within 2 GiB by default.
+      const uint64_t want = uint64_t(options.max_seqs) * uint64_t(n_ctx) / uint64_t(options.kv_block_size) *
+                            bytes_per_block;
+      bytes = std::min<uint64_t>(want, uint64_t(2) << 30);
+    }
+    n_blocks = int64_t(bytes / bytes_per_block);
+  }
+  if (n_blocks <= 0) fail("the KV cache is smaller than one block ({} bytes)", bytes_per_block);
+  kv = std::make_unique<KvPool>(c.n_layer, c.kv_dim(), n_blocks, options.kv_block_size);
+  blocks = std::make_unique<BlockManager>(n_blocks, options.kv_block_size, options.prefix_caching);
+  SchedulerOptions so;
+  so.max_batched_tokens = options.max_batched_tokens;
+  so.max_seqs = options.max_seqs;
+  so.policy = policy_for(options.batching);
+  so.batch_size = options.batching == BatchingMode::Static ? options.max_seqs : options.preferred_batch;
+  so.max_wait = std::chrono::milliseconds(options.max_wait_ms);
+  scheduler = std::make_unique<Scheduler>(*blocks, so);
+  forward = std::make_unique<Forward>(model, *kv, pool);
+  snapshot.kv_blocks_total = n_blocks;
+  snapshot.kv_bytes_per_token = kv->bytes_per_token();
+  thread = std::thread([this] { loop(); });
+}
+
+Engine::Impl::~Impl() {
+  {
+    std::lock_guard lock(mutex);
+    stopping = true;
+  }
+  wake.notify_all();
+  thread.join();
+}
+
+void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string error) {
+  scheduler->remove(&r.seq);
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::Finished;
+  ev.request_id = r.seq.id;
+  ev.finish_reason = reason;
+  ev.error = std::move(error);
+  if (reason == FinishReason::Length || (reason == FinishReason::Stop && !r.stops.stopped())) {
+    ev.text = r.stops.push(r.decoder.flush());
+    ev.text += r.stops.flush();
+  }
+  const auto now = Clock::now();
+  RequestStats& s = ev.stats;
+  s.n_prompt_tokens = r.seq.n_prompt;
+  s.n_cached_prompt_tokens = r.seq.n_cached_prompt_tokens;
+  s.n_generated_tokens = r.n_generated;
+  s.n_preemptions = r.seq.n_preemptions;
+  s.queue_seconds = r.seq.ever_scheduled ? seconds_between(r.submitted, r.first_scheduled) : seconds_between(r.submitted, now);
+  s.time_to_first_token_seconds = r.n_generated > 0 ? seconds_between(r.submitted, r.first_token) : 0.0;
+  s.e2e_seconds = seconds_between(r.submitted, now);
+  const uint64_t id = r.seq.id;
+  r.on_event(ev);
+  active.erase(id);  // destroys r
+  std::lock_guard lock(mutex);
+  if (--n_live == 0) idle.notify_all();
+}
+
+void Engine::Impl::emit_token(ActiveRequest& r, int32_t id, std::span<const float> logits) {
+  const SamplingParams& sp = r.request.sampling;
+  if (r.n_generated == 0) r.first_token = Clock::now();
+  if (!sp.ignore_eos && model->tokenizer().is_eog(id)) {
+    finish(r, FinishReason::Stop);
+    return;
+  }
+  r.seq.tokens.push_back(id);
+  ++r.n_generated;
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::Token;
+  ev.request_id = r.seq.id;
+  ev.token = id;
+  ev.text = r.stops.push(r.decoder.push(id));
+  if (r.request.logprobs || r.request.top_logprobs > 0) {
+    const std::vector<float>& lp = r.sampler.last_logprobs();
+    ev.sampled = {id, lp[size_t(id)]};
+    const auto k = std::min<size_t>(size_t(r.request.top_logprobs), lp.size());
+    std::vector<int32_t> order(lp.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+    std::partial_sort(order.begin(), order.begin() + ptrdiff_t(k), order.end(),
+                      [&](int32_t a, int32_t b) { return lp[size_t(a)] > lp[size_t(b)] || (lp[size_t(a)] == lp[size_t(b)] && a < b); });
+    for (size_t i = 0; i < k; ++i) ev.top_logprobs.push_back({order[i], lp[size_t(order[i])]});
+  }
+  if (r.request.capture_logits) ev.logits.assign(logits.begin(), logits.end());
+  r.on_event(ev);
+  if (r.stops.stopped()) {
+    finish(r, FinishReason::Stop);
+  } else if (r.n_generated >= sp.max_tokens || int64_t(r.seq.tokens.size()) >= r.seq.max_len) {
+    finish(r, FinishReason::Length);
+  }
+}
+
+void Engine::Impl::publish_stats() {
+  EngineStats s = counters;
+  s.n_waiting = int64_t(scheduler->n_waiting());
+  s.n_running = int64_t(scheduler->n_running());
+  s.kv_blocks_total = blocks->n_blocks();
+  s.kv_blocks_used = blocks->n_used();
+  s.kv_blocks_cached = blocks->n_cached_free();
+  s.kv_bytes_per_token = kv->bytes_per_token();
+  int64_t held = 0;
+  for (const Sequence* seq : scheduler->running()) held += seq->n_computed;
+  s.kv_tokens_held = held;
+  std::lock_guard lock(mutex);
+  s.n_waiting += int64_t(inbox.size());
+  snapshot = s;
+}
+
+bool Engine::Impl::step() {
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(mutex);
+    for (auto& r : inbox) {
+      r->seq.arrival = ++arrival_counter;
+      scheduler->add(&r->seq, r->submitted);
+      const uint64_t id = r->seq.id;
+      active.emplace(id, std::move(r));
+    }
+    inbox.clear();
+  }
+  std::unordered_set<uint64_t> to_cancel;
+  {
+    std::lock_guard lock(mutex);
+    to_cancel.swap(cancels);
+  }
+  std::vector<ActiveRequest*> expired, cancelled;
+  for (auto& [id, r] : active) {
+    if (to_cancel.count(id)) cancelled.push_back(r.get());
+    else if (r->request.deadline && *r->request.deadline <= now) expired.push_back(r.get());
+  }
+  for (ActiveRequest* r : cancelled) finish(*r, FinishReason::Cancelled);
+  for (ActiveRequest* r : expired) finish(*r, FinishReason::Timeout);
+
+  StepPlan plan = scheduler->schedule(now);
+  counters.n_preemptions += plan.preempted.size();
+  if (plan.empty()) {
+    publish_stats();
+    return false;
+  }
+  for (const BlockCopy& copy : plan.copies) kv->copy_block(copy.from, copy.to, copy.n_positions);
+
+  batch.clear();
+  int64_t n_prefill = 0, n_decode = 0;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Sequence* seq = chunk.seq;
+    ActiveRequest& r = *active.at(seq->id);
+    if (!seq->ever_scheduled || r.first_scheduled == Clock::time_point{}) r.first_scheduled = now;
+    const int32_t s = batch.add_sequence(seq->block_table);
+    const bool logits = chunk.wants_logits();
+    for (int64_t i = seq->n_computed; i < seq->n_computed + chunk.n_tokens; ++i) {
+      batch.add_token(seq->tokens[size_t(i)], int32_t(i), s, logits && i + 1 == seq->n_computed + chunk.n_tokens);
+    }
+    (seq->n_computed >= seq->n_prompt ? n_decode : n_prefill) += chunk.n_tokens;
+  }
+  const auto step_start = Clock::now();
+  const std::span<const float> logits = forward->run(batch);
+  const int64_t n_vocab = model->config().n_vocab;
+  counters.n_computed_tokens += uint64_t(batch.size());
+  ++counters.n_steps;
+
+  for (const ScheduledChunk& chunk : plan.chunks) scheduler->on_computed(chunk.seq, chunk.n_tokens);
+  size_t row = 0;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (!chunk.seq->n_computed || chunk.seq->n_computed != int64_t(chunk.seq->tokens.size())) continue;
+    ActiveRequest& r = *active.at(chunk.seq->id);
+    const auto row_logits = logits.subspan(row++ * size_t(n_vocab), size_t(n_vocab));
+    if (!std::all_of(row_logits.begin(), row_logits.end(), [](float v) { return std::isfinite(v); })) {
+      finish(r, FinishReason::Error, "non-finite logits");
+      continue;
+    }
+    const SampledToken t = r.sampler.sample(row_logits, r.seq.tokens);
+    emit_token(r, t.id, row_logits);
+  }
+
+  StepStats st;
+  st.n_seqs = int64_t(plan.chunks.size());
+  st.n_tokens = batch.size();
+  st.n_prefill_tokens = n_prefill;
+  st.n_decode_tokens = n_decode;
+  st.seconds = seconds_between(step_start, Clock::now());
+  publish_stats();
+  std::function<void(const StepStats&)> obs;
+  {
+    std::lock_guard lock(mutex);
+    obs = observer;
+  }
+  if (obs) obs(st);
+  return true;
+}
+
+void Engine::Impl::loop() {
+  for (;;) {
+    {
+      std::lock_guard lock(mutex);
+      if (stopping) break;
+    }
+    if (step()) continue;
+    // Nothing ran: sleep until new work, a cancel, a batching window closing or the nearest deadline.
+    auto until = scheduler->wake_deadline();
+    for (const auto& [id, r] : active) {
+      if (r->request.deadline) until = std::min(until, *r->request.deadline);
+    }
+    std::unique_lock lock(mutex);
+    auto ready = [&] { return stopping || !inbox.empty() || !cancels.empty(); };
+    if (until == Clock::time_point::max()) {
+      wake.wait(lock, ready);
+    } else {
+      wake.wait_until(lock, until, ready);
+    }
+  }
+  // Shutdown: whatever is left ends as cancelled, so every caller gets its Finished event.
+  {
+    std::lock_guard lock(mutex);
+    for (auto& r : inbox) {
+      r->seq.arrival = ++arrival_counter;
+      scheduler->add(&r->seq, r->submitted);
+      const uint64_t id = r->seq.id;
+      active.emplace(id, std::move(r));
+    }
+    inbox.clear();
+  }
+  std::vector<ActiveRequest*> left;
+  for (auto& [id, r] : active) left.push_back(r.get());
+  for (ActiveRequest* r : left) finish(*r, FinishReason::Cancelled, "the engine is shutting down");
+}
+
+Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
+    : impl_(std::make_unique<Impl>(std::move(model), options)) {}
+
+Engine::~Engine() = default;
+
+uint64_t Engine::submit(Request request, EventCallback on_event) {
+  Impl& m = *impl_;
+  const int64_t n_vocab = m.model->config().n_vocab;
+  if (request.prompt.empty()) fail("the prompt is empty");
+  for (int32_t id : request.prompt) {
+    if (id < 0 || id >= n_vocab) fail("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1);
+  }
+  if (const std::string problem = validate(request.sampling); !problem.empty()) fail("{}", problem);
+  if (request.top_logprobs < 0 || request.top_logprobs > 20) fail("top_logprobs must be in 0..20");
+  const auto n_prompt = int64_t(request.prompt.size());
+  if (n_prompt >= m.n_ctx) {
+    fail("the prompt has {} tokens but the context holds {} (prompt and at least one generated token)", n_prompt,
+         m.n_ctx);
+  }
+  const int64_t max_len = std::min<int64_t>(n_prompt + request.sampling.max_tokens, m.n_ctx);
+  if (m.scheduler->blocks_for(max_len) > m.blocks->n_blocks()) {
+    fail("the request needs {} KV blocks ({} tokens) but the whole cache has {}", m.scheduler->blocks_for(max_len),
+         max_len, m.blocks->n_blocks());
+  }
+  if (!request.sampling.has_seed) {
+    request.sampling.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+    request.sampling.has_seed = true;
+  }
+  auto r = std::make_unique<ActiveRequest>(std::move(request), std::move(on_event), m.model->tokenizer());
+  r->submitted = Clock::now();
+  r->seq.priority = r->request.priority;
+  r->seq.tokens = r->request.prompt;
+  r->seq.n_prompt = n_prompt;
+  r->seq.max_len = max_len;
+  uint64_t id;
+  {
+    std::lock_guard lock(m.mutex);
+    if (m.stopping) fail("the engine is shutting down");
+    id = m.next_id++;
+    r->seq.id = id;
+    if (r->request.sampling.max_tokens == 0) {
+      // Nothing to generate: finish at once, without touching the cache.
+      StreamEvent ev;
+      ev.kind = StreamEvent::Kind::Finished;
+      ev.request_id = id;
+      ev.finish_reason = FinishReason::Length;
+      ev.stats.n_prompt_tokens = n_prompt;
+      r->on_event(ev);
+      return id;
+    }
+    ++m.n_live;
+    m.inbox.push_back(std::move(r));
+  }
+  m.wake.notify_one();
+  return id;
+}
+
+void Engine::cancel(uint64_t request_id) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->cancels.insert(request_id);
+  }
+  impl_->wake.notify_one();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->snapshot;
+}
+
+void Engine::set_step_observer(std::function<void(const StepStats&)> observer) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->observer = std::move(observer);
+}
+
+bool Engine::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mutex);
+  return impl_->idle.wait_for(lock, timeout, [&] { return impl_->n_live == 0; });
+}
+
+const Model& Engine::model() const { return *impl_->model; }
+const EngineOptions& Engine::options() const { return impl_->options; }
+
+}  // namespace tessera

@@ -1,0 +1,94 @@
+// The continuous-batching engine: many requests share one model; each step runs one forward pass over the
+// tokens the scheduler picked (decodes and prefill chunks of many sequences), and sequences join and leave
+// between steps. A dedicated thread runs the step loop; submit/cancel/stats are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/request.h"
+#include "model/model.h"
+
+namespace tessera {
+
+enum class BatchingMode {
+  Continuous,  // iteration-level: sequences join and leave every step
+  Static,      // a fixed batch runs to completion before new requests start
+  Window,      // collect requests for up to max_wait_ms or until preferred_batch wait, then run them together
+};
+const char* batching_mode_name(BatchingMode mode);
+
+struct EngineOptions {
+  int threads = 0;                 // 0: physical cores
+  int64_t kv_block_size = 16;
+  int64_t kv_blocks = 0;           // 0: derived from kv_cache_bytes
+  uint64_t kv_cache_bytes = 0;     // 0 and kv_blocks 0: room for max_seqs sequences of n_ctx tokens (capped)
+  int64_t n_ctx = 0;               // longest sequence (prompt + generation); 0: the model's training context
+  int64_t max_batched_tokens = 512;
+  int64_t max_seqs = 64;
+  bool prefix_caching = true;
+  BatchingMode batching = BatchingMode::Continuous;
+  int64_t max_wait_ms = 10;        // Window mode
+  int64_t preferred_batch = 8;     // Window mode and Static batch size
+};
+
+struct EngineStats {
+  int64_t n_waiting = 0;
+  int64_t n_running = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;      // referenced by a live sequence
+  int64_t kv_blocks_cached = 0;    // unreferenced but holding a reusable prefix
+  int64_t kv_tokens_held = 0;      // token positions written by live sequences
+  uint64_t kv_bytes_per_token = 0;
+  uint64_t n_steps = 0;
+  uint64_t n_preemptions = 0;
+  uint64_t n_prefix_cache_hit_tokens = 0;
+  uint64_t n_prefix_cache_query_tokens = 0;
+  uint64_t n_computed_tokens = 0;  // tokens that went through the forward pass
+  double kv_usage() const { return kv_blocks_total ? double(kv_blocks_used) / double(kv_blocks_total) : 0.0; }
+};
+
+// Per-step facts for metrics: how many sequences and tokens the step ran.
+struct StepStats {
+  int64_t n_seqs = 0;
+  int64_t n_tokens = 0;
+  int64_t n_prefill_tokens = 0;
+  int64_t n_decode_tokens = 0;
+  double seconds = 0.0;
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<const Model> model, EngineOptions options);
+  ~Engine();  // cancels what is left and joins the step thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Returns its id; `on_event` later receives its tokens and exactly one Finished event.
+  // Throws tessera::Error (nothing queued) when the request can never run: empty prompt, token id out of
+  // range, prompt + max_tokens beyond n_ctx, more KV blocks than the whole pool, invalid sampling parameters.
+  uint64_t submit(Request request, EventCallback on_event);
+  // Ends a request at the next step with FinishReason::Cancelled; its KV blocks are freed then. Unknown or
+  // finished ids are ignored.
+  void cancel(uint64_t request_id);
+
+  EngineStats stats() const;
+  void set_step_observer(std::function<void(const StepStats&)> observer);
+
+  // Blocks until nothing is waiting or running (or the timeout passes); returns true when idle.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+  const Model& model() const;
+  const EngineOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera

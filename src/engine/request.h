@@ -1,0 +1,71 @@
+// What flows through the batching engine: a request as submitted, the events it produces, and how it ended.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace tessera {
+
+using Clock = std::chrono::steady_clock;
+
+enum class FinishReason {
+  Stop,       // EOS / end-of-turn token or a stop string
+  Length,     // max_tokens reached, or the context is full
+  Timeout,    // the deadline passed
+  Cancelled,  // cancel() (e.g. the client disconnected) or engine shutdown
+  Error,      // the request failed (see `error`); the engine goes on
+};
+const char* finish_reason_name(FinishReason reason);  // OpenAI spelling: "stop", "length", ...
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids, BOS included when wanted
+  SamplingParams sampling;
+  int32_t priority = 0;         // lower value is served first; FCFS within a class
+  std::optional<Clock::time_point> deadline;
+  int32_t top_logprobs = 0;     // how many alternatives to report per token (0..20)
+  bool logprobs = false;        // report the sampled token's log-probability
+  bool capture_logits = false;  // attach the raw logits row to each token event (tests, debugging)
+};
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+
+struct RequestStats {
+  int64_t n_prompt_tokens = 0;
+  int64_t n_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache (not computed)
+  int64_t n_generated_tokens = 0;
+  int32_t n_preemptions = 0;
+  double queue_seconds = 0.0;          // submit → first scheduled
+  double time_to_first_token_seconds = 0.0;
+  double e2e_seconds = 0.0;
+};
+
+// Delivered on the engine's thread, in order; the callback must be quick (hand off, don't block).
+struct StreamEvent {
+  enum class Kind { Token, Finished };
+  Kind kind = Kind::Token;
+  uint64_t request_id = 0;
+  // Kind::Token: the sampled token and the text it completes (valid UTF-8, stop strings held back/excluded;
+  // may be empty while a multi-byte character or a possible stop string is pending).
+  int32_t token = -1;
+  std::string text;
+  TokenLogprob sampled;
+  std::vector<TokenLogprob> top_logprobs;
+  std::vector<float> logits;  // only with Request::capture_logits
+  // Kind::Finished: also carries trailing text that was held back.
+  FinishReason finish_reason = FinishReason::Stop;
+  std::string error;
+  RequestStats stats;
+};
+
+using EventCallback = std::function<void(const StreamEvent&)>;
+
+}  // namespace tessera

@@ -1,0 +1,84 @@
+// Decides, each step, which tokens of which sequences run: iteration-level (continuous) batching under a token
+// budget and a sequence limit, with priorities, prefix-cache reuse, chunked prefill and preemption; or the
+// static / time-window batching policies for comparison. Knows nothing of kernels: testable with a fake
+// executor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "kv/block_manager.h"
+#include "sched/sequence.h"
+
+namespace tessera {
+
+enum class SchedulingPolicy { Continuous, Static, Window };
+
+struct SchedulerOptions {
+  int64_t max_batched_tokens = 512;
+  int64_t max_seqs = 64;
+  SchedulingPolicy policy = SchedulingPolicy::Continuous;
+  int64_t batch_size = 8;                                  // Static and Window: sequences per batch
+  std::chrono::milliseconds max_wait{10};                  // Window: longest wait to fill a batch
+};
+
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int64_t n_tokens = 0;  // compute tokens [seq->n_computed, seq->n_computed + n_tokens)
+  bool wants_logits() const { return seq->n_computed + n_tokens == int64_t(seq->tokens.size()); }
+};
+
+struct BlockCopy {
+  int32_t from = -1, to = -1;
+  int64_t n_positions = 0;  // leading positions to copy
+};
+
+struct StepPlan {
+  std::vector<BlockCopy> copies;     // copy-on-write: run before the forward pass
+  std::vector<ScheduledChunk> chunks;
+  std::vector<Sequence*> preempted;  // sent back to waiting this step (their blocks are freed)
+  int64_t n_tokens = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(BlockManager& blocks, SchedulerOptions options);
+
+  void add(Sequence* seq, std::chrono::steady_clock::time_point now);
+  // Removes a sequence wherever it is and frees its blocks (finished, cancelled, expired).
+  void remove(Sequence* seq);
+  StepPlan schedule(std::chrono::steady_clock::time_point now);
+  // After the executor ran a chunk: marks its tokens computed and registers newly full blocks for reuse.
+  void on_computed(Sequence* seq, int64_t n_tokens);
+
+  size_t n_waiting() const { return waiting_.size(); }
+  size_t n_running() const { return running_.size(); }
+  const std::vector<Sequence*>& running() const { return running_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  // When Window mode waits for a batch to fill, the time it will give up waiting; else time_point::max().
+  std::chrono::steady_clock::time_point wake_deadline() const { return wake_deadline_; }
+  // Blocks a sequence of `n_tokens` tokens needs.
+  int64_t blocks_for(int64_t n_tokens) const { return (n_tokens + blocks_.block_size() - 1) / blocks_.block_size(); }
+
+ private:
+  // Makes the sequence own blocks for positions [0, n_positions); false when the pool is out of blocks.
+  bool grow_blocks(Sequence* seq, int64_t n_positions, StepPlan& plan);
+  void free_blocks(Sequence* seq);
+  void preempt(Sequence* seq, StepPlan& plan);
+  bool admit(Sequence* seq, int64_t& budget, StepPlan& plan);
+  void insert_waiting(Sequence* seq);
+  Sequence* lowest_running() const;  // lowest priority, most recently admitted
+
+  BlockManager& blocks_;
+  SchedulerOptions options_;
+  std::deque<Sequence*> waiting_;   // sorted by (priority, arrival)
+  std::vector<Sequence*> running_;  // sorted by (priority, admitted)
+  std::deque<Sequence*> batch_pending_;  // Static/Window: members of the current batch not yet admitted
+  uint64_t admit_counter_ = 0;
+  std::chrono::steady_clock::time_point wake_deadline_ = std::chrono::steady_clock::time_point::max();
+};
+
+}  // namespace tessera
