@@ -2,6 +2,7 @@
 # Builds the GGUF fuzzer (clang, libFuzzer, ASan, UBSan) and runs it for N seconds (default 30) on a scratch copy of
 # fuzz/corpus/gguf, so the checked-in seeds stay small. Exits non-zero when the fuzzer finds a crash; the
 # reproducer is left as crash-* in the work directory it prints. Usage: fuzz/run.sh [seconds] [extra libFuzzer flags]
+# TESSERA_FUZZ_TARGET=gguf_roundtrip_fuzzer runs the reader -> writer -> reader target instead of gguf_fuzzer.
 set -euo pipefail
 
 seconds="${1:-30}"
@@ -9,20 +10,21 @@ shift || true
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${TESSERA_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 jobs="${TESSERA_FUZZ_BUILD_JOBS:-2}"
+target="${TESSERA_FUZZ_TARGET:-gguf_fuzzer}"
 
 if [[ ! -f "$build/build.ninja" ]]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DTESSERA_BUILD_FUZZERS=ON -DTESSERA_BUILD_TESTS=OFF >/dev/null
 fi
-ninja -C "$build" -j "$jobs" gguf_fuzzer >/dev/null
+ninja -C "$build" -j "$jobs" "$target" >/dev/null
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/tessera-fuzz.XXXXXX")"
 mkdir -p "$work/corpus" "$work/artifacts"
 cp "$root"/fuzz/corpus/gguf/* "$work/corpus/"
-echo "fuzzing GGUF reader for ${seconds}s in $work" >&2
+echo "running $target for ${seconds}s in $work" >&2
 
 status=0
-(cd "$work" && "$build/fuzz/gguf_fuzzer" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
+(cd "$work" && "$build/fuzz/$target" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
   -timeout=10 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$@" "$work/corpus") || status=$?
 
 if compgen -G "$work/artifacts/*" >/dev/null; then

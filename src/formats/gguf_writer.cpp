@@ -163,8 +163,10 @@ void Writer::add_tensor(const std::string& name, TensorType type, std::vector<ui
     if (t.name == name) fail("duplicate tensor '{}'", name);
   }
   const auto& t = traits(type);
-  if (dims.empty() || dims[0] % t.block_elements != 0) {
-    fail("tensor '{}': row length is not a multiple of the {} block size {}", name, t.name, t.block_elements);
+  const uint64_t row_length = dims.empty() ? 1 : dims[0];  // no dims: a scalar, as the reader reads it
+  if (row_length % t.block_elements != 0) {
+    fail("tensor '{}': row length {} is not a multiple of the {} block size {}", name, row_length, t.name,
+         t.block_elements);
   }
   tensors_.push_back({name, type, std::move(dims), n_elements / t.block_elements * t.block_bytes,
                       std::move(produce)});

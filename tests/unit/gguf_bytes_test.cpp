@@ -215,6 +215,28 @@ TEST(GgufBytes, TruncatedAtEveryOffset) {
   }
 }
 
+// Every single-byte corruption of a valid file either parses into tensors that lie inside the bytes or fails
+// with one error line.
+TEST(GgufBytes, CorruptedAtEveryOffset) {
+  const std::vector<uint8_t> full = small_valid_file(3).bytes();
+  for (size_t n = 0; n < full.size(); ++n) {
+    for (uint8_t v : {uint8_t{0x00}, uint8_t{0xff}, uint8_t{0x80}, static_cast<uint8_t>(full[n] ^ 1)}) {
+      SCOPED_TRACE(::testing::Message() << "offset " << n << " value " << int{v});
+      std::vector<uint8_t> bytes = full;
+      bytes[n] = v;
+      try {
+        const auto file = parse(bytes);
+        for (const TensorInfo& t : file->tensors()) {
+          EXPECT_GE(t.data, bytes.data());
+          EXPECT_LE(t.data + t.n_bytes, bytes.data() + bytes.size());
+        }
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 TEST(GgufBytes, TensorDataPastEndOfFile) {
   Bytes b;
   b.header(3, 1, 0).tensor("w", {8}, kF32, 0).pad_to(32).fill(31, 0);  // needs 32 bytes

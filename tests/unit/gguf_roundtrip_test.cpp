@@ -288,6 +288,20 @@ TEST_F(GgufRoundTrip, ExplicitAlignmentKeyDecidesPadding) {
   check_tensors(*write_and_open(w2, "b.gguf"), 32);
 }
 
+// Regression (found while writing gguf_roundtrip_fuzzer): the reader accepts a tensor with no dims as one element,
+// but the writer refused to write one back.
+TEST_F(GgufRoundTrip, ScalarTensorWithNoDims) {
+  Writer w;
+  w.add_tensor("scale", TensorType::F32, {}, pattern(4, 9));
+  EXPECT_THROW(w.add_tensor("q", TensorType::Q8_0, {}, std::vector<uint8_t>(34)), Error);  // 1 is not a block
+  const auto file = write_and_open(w);
+  ASSERT_EQ(file->tensors().size(), 1u);
+  EXPECT_TRUE(file->tensors()[0].dims.empty());
+  EXPECT_EQ(file->tensors()[0].n_elements, 1u);
+  EXPECT_EQ(file->tensors()[0].n_bytes, 4u);
+  EXPECT_EQ(std::memcmp(file->tensors()[0].data, pattern(4, 9).data(), 4), 0);
+}
+
 TEST_F(GgufRoundTrip, FromMemoryMatchesOpen) {
   Writer w(64);
   w.set_string("k", "v");
