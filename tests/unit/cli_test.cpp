@@ -1,0 +1,134 @@
+// The `tessera` binary end to end: bad input ends with one clear line on stderr and a non-zero exit, never a
+// crash; good input generates.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "test_paths.h"
+
+namespace tessera {
+namespace {
+
+using tessera::testing::shared_path;
+using tessera::testing::source_path;
+using tessera::testing::tessera_binary;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+CommandResult run_tessera(const std::string& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string err_path = (dir / ("tessera_cli_err_" + std::to_string(::getpid()))).string();
+  const std::string cmd = "timeout 60 " + tessera_binary() + " " + args + " 2>" + err_path + " </dev/null";
+  CommandResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream err(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(err), {});
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& bytes) {
+  const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void expect_clean_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr was: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "expected one line, got: " << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+}
+
+TEST(Cli, RunGeneratesWithTheEmbeddedModel) {
+  const CommandResult r = run_tessera("run -p \"Once upon a time\" -n 16 --temp 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos);
+}
+
+TEST(Cli, SameSeedSameText) {
+  const CommandResult a = run_tessera("run -n 24 --temp 1.0 --seed 42");
+  const CommandResult b = run_tessera("run -n 24 --temp 1.0 --seed 42");
+  ASSERT_EQ(a.exit_code, 0);
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST(Cli, InfoDescribesAModel) {
+  const CommandResult r = run_tessera("info -m " + shared_path("models/llama-2-tiny-random.gguf"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("GGUF v3"), std::string::npos);
+  EXPECT_NE(r.out.find("token_embd.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("32000 tokens"), std::string::npos);
+}
+
+TEST(Cli, MissingFile) { expect_clean_error(run_tessera("info -m /nonexistent/model.gguf"), "cannot open"); }
+
+TEST(Cli, TruncatedModel) {
+  const std::string model = read_file(source_path("models/stories260K.gguf"));
+  for (size_t cut : {size_t(3), size_t(20), size_t(5000), model.size() / 2, model.size() - 1}) {
+    const std::string path = write_temp("truncated.gguf", model.substr(0, cut));
+    expect_clean_error(run_tessera("run -n 4 -m " + path), "");
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(Cli, WrongMagicAndVersion) {
+  std::string model = read_file(source_path("models/stories260K.gguf"));
+  model[0] = 'X';
+  const std::string bad_magic = write_temp("badmagic.gguf", model);
+  expect_clean_error(run_tessera("info -m " + bad_magic), "not a GGUF file");
+  model[0] = 'G';
+  model[4] = 9;
+  const std::string bad_version = write_temp("badversion.gguf", model);
+  expect_clean_error(run_tessera("run -m " + bad_version), "unsupported GGUF version 9");
+  std::filesystem::remove(bad_magic);
+  std::filesystem::remove(bad_version);
+}
+
+TEST(Cli, PromptLongerThanTheContext) {
+  expect_clean_error(run_tessera("run -c 8 -p \"Once upon a time there was a little girl\""), "context holds only 8");
+}
+
+TEST(Cli, VocabOnlyFileIsNotAModel) {
+  expect_clean_error(run_tessera("run -m " + shared_path("tokenizer-vectors/ggml-vocab-llama-spm.gguf")),
+                     "missing");
+}
+
+TEST(Cli, BadFlagsAreRejected) {
+  EXPECT_NE(run_tessera("run --temp -1").exit_code, 0);
+  EXPECT_NE(run_tessera("run --top-p 2").exit_code, 0);
+  EXPECT_NE(run_tessera("frobnicate").exit_code, 0);
+  expect_clean_error(run_tessera("run --repeat-penalty 0"), "repetition_penalty");
+}
+
+TEST(Cli, ConvertRejectsAGarbageCheckpoint) {
+  const std::string garbage = write_temp("garbage.bin", std::string(64, '\x7f'));
+  const std::string out = (std::filesystem::temp_directory_path() / "never_written.gguf").string();
+  expect_clean_error(run_tessera("convert --llama2c " + garbage + " --tokenizer " + shared_path("models/tok512.bin") +
+                                 " -o " + out),
+                     "implausible llama2.c header");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  std::filesystem::remove(garbage);
+}
+
+}  // namespace
+}  // namespace tessera
