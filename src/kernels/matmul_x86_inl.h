@@ -17,6 +17,15 @@ inline float half_to_float(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
+// Loops over a tile's tokens and rows must be unrolled so that accumulators live in registers.
+#define UNROLL _Pragma("GCC unroll 16")
+
+// Weight rows are short streams (2 KiB for a 2048-wide Q8_0 row), interleaved NR at a time, which the hardware
+// prefetchers pick up late; asking for the data ~1 KiB ahead keeps decode near memory bandwidth. Prefetching
+// past a row's end is harmless.
+constexpr int kPrefetchBytes = 1024;
+inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
 inline float max_f(float a, float b) { return a > b ? a : b; }
 
 // Fixed-order horizontal sums.
@@ -46,6 +55,7 @@ inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), 
 // Rounds 32 floats times `mul` to nearest-even int8 (values must lie in [-127, 127]) and returns them in order,
 // with the four int32 vectors in i[] for sums.
 inline __m256i quantize32(const float* x, __m256 mul, __m256i i[4]) {
+  UNROLL
   for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), mul));
   const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
   // packs works per 128-bit lane: restore element order (dwords 0,4,1,5,2,6,3,7).
@@ -126,12 +136,16 @@ template <typename Block, int NT, int NR>
 void tile_block32(const TileCtx& c) {
   const int64_t nb = c.a.n_in / 32;
   __m256 acc[NT][NR];
+  UNROLL
   for (int t = 0; t < NT; ++t)
+    UNROLL
     for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
   const uint8_t* wr[NR];
+  UNROLL
   for (int r = 0; r < NR; ++r) wr[r] = c.wrow(r);
   const int8_t* xq[NT];
   const float* xd[NT];
+  UNROLL
   for (int t = 0; t < NT; ++t) {
     xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
     xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
@@ -139,22 +153,28 @@ void tile_block32(const TileCtx& c) {
   for (int64_t b = 0; b < nb; ++b) {
     __m256i ws[NR], wa[NR];
     float wd[NR];
+    UNROLL
     for (int r = 0; r < NR; ++r) {
       const uint8_t* blk = wr[r] + b * Block::kBytes;
+      prefetch(blk + kPrefetchBytes);
       ws[r] = Block::load(blk);
       wa[r] = _mm256_abs_epi8(ws[r]);
       wd[r] = half_to_float(blk);
     }
+    UNROLL
     for (int t = 0; t < NT; ++t) {
       const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
       const float d = xd[t][b];
+      UNROLL
       for (int r = 0; r < NR; ++r) {
         const __m256i p = dot_u8s8(wa[r], _mm256_sign_epi8(xv, ws[r]));
         acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wd[r] * d), acc[t][r]);
       }
     }
   }
+  UNROLL
   for (int t = 0; t < NT; ++t)
+    UNROLL
     for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]);
 }
 
@@ -185,11 +205,14 @@ template <int NT, int NR>
 void tile_q4_k(const TileCtx& c) {
   const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
   __m256 acc[NT][NR], mins[NT][NR];
+  UNROLL
   for (int t = 0; t < NT; ++t)
+    UNROLL
     for (int r = 0; r < NR; ++r) acc[t][r] = mins[t][r] = _mm256_setzero_ps();
   const int8_t* xq[NT];
   const float* xd[NT];
   const float* xs[NT];
+  UNROLL
   for (int t = 0; t < NT; ++t) {
     xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
     xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
@@ -199,27 +222,36 @@ void tile_q4_k(const TileCtx& c) {
   for (int64_t sb = 0; sb < nsb; ++sb) {
     alignas(32) float dsc[NR][8];
     const uint8_t* qs[NR];
+    UNROLL
     for (int r = 0; r < NR; ++r) {
       const uint8_t* blk = c.wrow(r) + sb * 144;
+      prefetch(blk + kPrefetchBytes);
+      prefetch(blk + kPrefetchBytes + 64);
+      prefetch(blk + kPrefetchBytes + 128);
       uint8_t sc[8], mn[8];
       q4_k_unpack_scales(blk + 4, sc, mn);
       _mm256_store_ps(dsc[r], _mm256_mul_ps(u8x8_to_ps(sc), _mm256_set1_ps(half_to_float(blk))));
       const __m256 mv = _mm256_mul_ps(u8x8_to_ps(mn), _mm256_set1_ps(half_to_float(blk + 2)));
+      UNROLL
       for (int t = 0; t < NT; ++t) mins[t][r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs[t] + sb * 8), mins[t][r]);
       qs[r] = blk + 16;
     }
+    UNROLL
     for (int g = 0; g < 4; ++g) {
       __m256i lo[NR], hi[NR];
+      UNROLL
       for (int r = 0; r < NR; ++r) {
         const __m256i raw = _mm256_loadu_si256((const __m256i*)(qs[r] + 32 * g));
         lo[r] = _mm256_and_si256(raw, mask);
         hi[r] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
       }
       const int64_t b = sb * 8 + 2 * g;
+      UNROLL
       for (int t = 0; t < NT; ++t) {
         const __m256i x0 = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
         const __m256i x1 = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32 + 32));
         const float d0 = xd[t][b], d1 = xd[t][b + 1];
+        UNROLL
         for (int r = 0; r < NR; ++r) {
           acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(lo[r], x0)),
                                       _mm256_set1_ps(dsc[r][2 * g] * d0), acc[t][r]);
@@ -229,7 +261,9 @@ void tile_q4_k(const TileCtx& c) {
       }
     }
   }
+  UNROLL
   for (int t = 0; t < NT; ++t)
+    UNROLL
     for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]) - hsum(mins[t][r]);
 }
 
@@ -240,11 +274,14 @@ template <int NT, int NR>
 void tile_q6_k(const TileCtx& c) {
   const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
   __m256 acc[NT][NR], offs[NT][NR];
+  UNROLL
   for (int t = 0; t < NT; ++t)
+    UNROLL
     for (int r = 0; r < NR; ++r) acc[t][r] = offs[t][r] = _mm256_setzero_ps();
   const int8_t* xq[NT];
   const float* xd[NT];
   const int16_t* xs16[NT];
+  UNROLL
   for (int t = 0; t < NT; ++t) {
     xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
     xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
@@ -255,21 +292,27 @@ void tile_q6_k(const TileCtx& c) {
     const uint8_t* blk[NR];
     float d[NR];
     __m128i sc8[NR];
+    UNROLL
     for (int r = 0; r < NR; ++r) {
       blk[r] = c.wrow(r) + sb * 210;
+      for (int line = 0; line < 210; line += 64) prefetch(blk[r] + kPrefetchBytes + line);
       d[r] = half_to_float(blk[r] + 208);
       sc8[r] = _mm_loadu_si128((const __m128i*)(blk[r] + 192));
       const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
+      UNROLL
       for (int t = 0; t < NT; ++t) {
         const __m256i s = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)(xs16[t] + sb * 16)));
         const __m256 o = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_loadu_ps(xd[t] + sb * 8));
         offs[t][r] = _mm256_fmadd_ps(o, _mm256_set1_ps(32.0f * d[r]), offs[t][r]);
       }
     }
+    UNROLL
     for (int h = 0; h < 2; ++h) {
+      UNROLL
       for (int k = 0; k < 4; ++k) {
         // Block k of this half: low bits from ql[32 (k % 2) ...] nibble k / 2, high bits at qh bit 2k.
         __m256i q[NR], scale16[NR];
+        UNROLL
         for (int r = 0; r < NR; ++r) {
           const __m256i ql = _mm256_loadu_si256((const __m256i*)(blk[r] + 64 * h + 32 * (k & 1)));
           const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk[r] + 128 + 32 * h));
@@ -287,9 +330,11 @@ void tile_q6_k(const TileCtx& c) {
           scale16[r] = _mm256_set_m128i(_mm_set1_epi16(scales[s + 1]), _mm_set1_epi16(scales[s]));
         }
         const int64_t b = sb * 8 + 4 * h + k;
+        UNROLL
         for (int t = 0; t < NT; ++t) {
           const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
           const float dx = xd[t][b];
+          UNROLL
           for (int r = 0; r < NR; ++r) {
             const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], xv), scale16[r]);
             acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[r] * dx), acc[t][r]);
@@ -298,7 +343,9 @@ void tile_q6_k(const TileCtx& c) {
       }
     }
   }
+  UNROLL
   for (int t = 0; t < NT; ++t)
+    UNROLL
     for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]) - hsum(offs[t][r]);
 }
 
@@ -308,25 +355,35 @@ template <int NT, int NR>
 void tile_i8(const TileCtx& c) {
   const int64_t n = c.a.n_in, nc = n / 32;
   __m256i acc[NT][NR];
+  UNROLL
   for (int t = 0; t < NT; ++t)
+    UNROLL
     for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_si256();
   const int8_t* xq[NT];
+  UNROLL
   for (int t = 0; t < NT; ++t) xq[t] = c.a.xq.q + (c.t0 + t) * n;
   const int8_t* wr[NR];
+  UNROLL
   for (int r = 0; r < NR; ++r) wr[r] = reinterpret_cast<const int8_t*>(c.wrow(r));
   for (int64_t i = 0; i < nc; ++i) {
     __m256i ws[NR], wa[NR];
+    UNROLL
     for (int r = 0; r < NR; ++r) {
+      prefetch(reinterpret_cast<const uint8_t*>(wr[r] + i * 32) + kPrefetchBytes);
       ws[r] = _mm256_loadu_si256((const __m256i*)(wr[r] + i * 32));
       wa[r] = _mm256_abs_epi8(ws[r]);
     }
+    UNROLL
     for (int t = 0; t < NT; ++t) {
       const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + i * 32));
+      UNROLL
       for (int r = 0; r < NR; ++r)
         acc[t][r] = _mm256_add_epi32(acc[t][r], dot_u8s8(wa[r], _mm256_sign_epi8(xv, ws[r])));
     }
   }
+  UNROLL
   for (int t = 0; t < NT; ++t) {
+    UNROLL
     for (int r = 0; r < NR; ++r) {
       int64_t sum = hsum_epi32(acc[t][r]);
       for (int64_t i = nc * 32; i < n; ++i) sum += static_cast<int32_t>(wr[r][i]) * xq[t][i];
@@ -366,21 +423,33 @@ template <typename Load, int NT, int NR>
 void tile_float(const TileCtx& c) {
   const int64_t n = c.a.n_in, nv = n / 8;
   __m256 acc[NT][NR];
+  UNROLL
   for (int t = 0; t < NT; ++t)
+    UNROLL
     for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
   const float* x[NT];
+  UNROLL
   for (int t = 0; t < NT; ++t) x[t] = c.a.x + (c.t0 + t) * n;
   const uint8_t* wr[NR];
+  UNROLL
   for (int r = 0; r < NR; ++r) wr[r] = c.wrow(r);
   for (int64_t i = 0; i < nv * 8; i += 8) {
     __m256 wv[NR];
-    for (int r = 0; r < NR; ++r) wv[r] = Load::load(wr[r], i);
+    UNROLL
+    for (int r = 0; r < NR; ++r) {
+      if (i % 16 == 0) prefetch(wr[r] + sizeof(float) * i + kPrefetchBytes);
+      wv[r] = Load::load(wr[r], i);
+    }
+    UNROLL
     for (int t = 0; t < NT; ++t) {
       const __m256 xv = _mm256_loadu_ps(x[t] + i);
+      UNROLL
       for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_fmadd_ps(wv[r], xv, acc[t][r]);
     }
   }
+  UNROLL
   for (int t = 0; t < NT; ++t) {
+    UNROLL
     for (int r = 0; r < NR; ++r) {
       float sum = hsum(acc[t][r]);
       for (int64_t i = nv * 8; i < n; ++i) sum += Load::one(wr[r], i) * x[t][i];
