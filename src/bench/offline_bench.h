@@ -1,0 +1,58 @@
+// The batching benchmark: the same workload of N requests through each batching policy of one engine
+// configuration, reporting throughput, latency, time to first token and peak KV memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace tessera {
+
+struct OfflineBenchOptions {
+  int n_requests = 64;
+  int prompt_tokens = 128;
+  int min_output_tokens = 32;   // output lengths are uniform in [min, max]
+  int max_output_tokens = 256;
+  uint64_t seed = 1;
+  std::vector<BatchingMode> modes = {BatchingMode::Static, BatchingMode::Window, BatchingMode::Continuous};
+  EngineOptions engine;         // shared by every mode; `batching` is overridden per mode
+  int scaling_sequences = 32;   // the decode-scaling probe: this many sequences vs one
+  int scaling_output_tokens = 64;
+};
+
+struct Percentiles {
+  double mean = 0, p50 = 0, p99 = 0;
+};
+
+struct OfflineModeResult {
+  std::string mode;
+  int n_requests = 0;
+  double seconds = 0;
+  double requests_per_s = 0;
+  double output_tokens_per_s = 0;
+  int64_t output_tokens = 0;
+  Percentiles latency_s;
+  Percentiles ttft_s;
+  uint64_t peak_kv_bytes = 0;        // blocks in use at the worst step
+  uint64_t peak_kv_held_bytes = 0;   // token positions actually written at that step
+  int64_t peak_running = 0;
+  uint64_t contiguous_kv_bytes = 0;  // contiguous caches of the full context for the same number of sequences
+  uint64_t preemptions = 0;
+};
+
+struct DecodeScalingResult {
+  int n_sequences = 0;
+  double single_tokens_per_s = 0;   // one sequence decoding alone
+  double batched_tokens_per_s = 0;  // n_sequences decoding together (aggregate)
+  double speedup() const { return single_tokens_per_s > 0 ? batched_tokens_per_s / single_tokens_per_s : 0; }
+};
+
+std::vector<OfflineModeResult> run_offline_bench(const std::shared_ptr<const Model>& model,
+                                                 const OfflineBenchOptions& options);
+DecodeScalingResult run_decode_scaling(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& options);
+
+}  // namespace tessera

@@ -1,0 +1,111 @@
+// Flags and report of the batching benchmark.
+#include "bench_offline.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+namespace tessera {
+
+void add_offline_bench_options(CLI::App* cmd, OfflineBenchCli& o) {
+  cmd->add_flag("--offline", o.enabled, "compare batching policies on a batch of requests instead of kernel speeds");
+  cmd->add_option("--requests", o.bench.n_requests, "--offline: number of requests")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--prompt-tokens", o.bench.prompt_tokens, "--offline: prompt length")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--min-output", o.bench.min_output_tokens, "--offline: shortest output")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-output", o.bench.max_output_tokens, "--offline: longest output")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-seqs", o.bench.engine.max_seqs, "--offline: sequences per step (static batch size)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-batched-tokens", o.bench.engine.max_batched_tokens, "--offline: tokens per step")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--preferred-batch", o.bench.engine.preferred_batch, "--offline: window batch size")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-wait-ms", o.bench.engine.max_wait_ms, "--offline: window length")->capture_default_str()
+      ->check(CLI::Range(0, 600000));
+  cmd->add_option("--kv-block-size", o.bench.engine.kv_block_size, "--offline: KV block size")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--kv-cache-mb", o.kv_cache_mb, "--offline: KV cache size (0: derived)");
+  cmd->add_option("--scaling-seqs", o.bench.scaling_sequences, "--offline: sequences of the decode-scaling probe")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+}
+
+int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenchCli o, int threads, bool json) {
+  OfflineBenchOptions& b = o.bench;
+  if (b.min_output_tokens > b.max_output_tokens) {
+    std::fprintf(stderr, "error: --min-output is larger than --max-output\n");
+    return 1;
+  }
+  b.engine.threads = threads;
+  b.engine.kv_cache_bytes = o.kv_cache_mb << 20;
+  b.engine.preferred_batch = std::min(b.engine.preferred_batch, b.engine.max_seqs);
+  if (!json) {
+    std::printf("offline batching benchmark: %s, %d requests, prompt %d, output %d-%d, max_seqs %lld, "
+                "max_batched_tokens %lld\n",
+                model->name().c_str(), b.n_requests, b.prompt_tokens, b.min_output_tokens, b.max_output_tokens,
+                (long long)b.engine.max_seqs, (long long)b.engine.max_batched_tokens);
+    std::fflush(stdout);
+  }
+  const auto results = run_offline_bench(model, b);
+  const DecodeScalingResult scaling = run_decode_scaling(model, b);
+
+  const OfflineModeResult* stat = nullptr;
+  const OfflineModeResult* cont = nullptr;
+  for (const auto& r : results) {
+    if (r.mode == "static") stat = &r;
+    if (r.mode == "continuous") cont = &r;
+  }
+  const double speedup = stat && cont && stat->output_tokens_per_s > 0
+                             ? cont->output_tokens_per_s / stat->output_tokens_per_s : 0.0;
+  if (json) {
+    nlohmann::json doc;
+    doc["model"] = model->name();
+    doc["requests"] = b.n_requests;
+    doc["prompt_tokens"] = b.prompt_tokens;
+    doc["output_tokens_range"] = {b.min_output_tokens, b.max_output_tokens};
+    doc["max_seqs"] = b.engine.max_seqs;
+    doc["max_batched_tokens"] = b.engine.max_batched_tokens;
+    doc["threads"] = threads;
+    for (const auto& r : results) {
+      doc["modes"].push_back({{"mode", r.mode},
+                              {"requests_per_s", r.requests_per_s},
+                              {"output_tokens_per_s", r.output_tokens_per_s},
+                              {"output_tokens", r.output_tokens},
+                              {"seconds", r.seconds},
+                              {"latency_mean_s", r.latency_s.mean},
+                              {"latency_p50_s", r.latency_s.p50},
+                              {"latency_p99_s", r.latency_s.p99},
+                              {"ttft_mean_s", r.ttft_s.mean},
+                              {"ttft_p50_s", r.ttft_s.p50},
+                              {"ttft_p99_s", r.ttft_s.p99},
+                              {"peak_kv_bytes", r.peak_kv_bytes},
+                              {"peak_kv_held_bytes", r.peak_kv_held_bytes},
+                              {"peak_running", r.peak_running},
+                              {"contiguous_kv_bytes", r.contiguous_kv_bytes},
+                              {"preemptions", r.preemptions}});
+    }
+    doc["continuous_vs_static_output_tokens"] = speedup;
+    doc["decode_scaling"] = {{"sequences", scaling.n_sequences},
+                             {"single_tokens_per_s", scaling.single_tokens_per_s},
+                             {"batched_tokens_per_s", scaling.batched_tokens_per_s},
+                             {"speedup", scaling.speedup()}};
+    std::printf("%s\n", doc.dump(2).c_str());
+    return 0;
+  }
+  std::printf("\n%-11s %9s %10s %9s %9s %9s %9s %9s %11s %11s %11s\n", "mode", "req/s", "out tok/s", "lat mean",
+              "lat p50", "lat p99", "ttft p50", "ttft p99", "peak KV MB", "held KV MB", "contig. MB");
+  for (const auto& r : results) {
+    std::printf("%-11s %9.2f %10.1f %8.2fs %8.2fs %8.2fs %8.2fs %8.2fs %11.1f %11.1f %11.1f\n", r.mode.c_str(),
+                r.requests_per_s, r.output_tokens_per_s, r.latency_s.mean, r.latency_s.p50, r.latency_s.p99,
+                r.ttft_s.p50, r.ttft_s.p99, double(r.peak_kv_bytes) / 1048576.0,
+                double(r.peak_kv_held_bytes) / 1048576.0, double(r.contiguous_kv_bytes) / 1048576.0);
+  }
+  std::printf("\ncontinuous / static output tokens/s: %.2fx (target >= 1.5x)\n", speedup);
+  std::printf("decode scaling: 1 sequence %.1f tok/s, %d sequences %.1f tok/s aggregate: %.2fx (target >= 6x)\n",
+              scaling.single_tokens_per_s, scaling.n_sequences, scaling.batched_tokens_per_s, scaling.speedup());
+  return 0;
+}
+
+}  // namespace tessera

@@ -1,0 +1,23 @@
+// `tessera bench --offline`: the batching comparison (static / window / continuous) on one model.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
+#include "bench/offline_bench.h"
+
+namespace tessera {
+
+struct OfflineBenchCli {
+  bool enabled = false;
+  OfflineBenchOptions bench;
+  uint64_t kv_cache_mb = 0;
+};
+
+// Registers --offline and the workload/engine flags on the bench subcommand.
+void add_offline_bench_options(CLI::App* cmd, OfflineBenchCli& o);
+// Runs the comparison and prints a table (or one JSON document with an object per mode). Returns the exit code.
+int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenchCli o, int threads, bool json);
+
+}  // namespace tessera
