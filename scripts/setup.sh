@@ -7,7 +7,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libboost-dev prometheus-cpp-dev
   clang libclang-rt-14-dev
+  prometheus  # promtool and a real Prometheus server for the /metrics end-to-end test
 )
+# Node.js and npm drive the end-to-end tests (the official `openai` client); keep a Node that is already there.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -17,6 +17,8 @@ using CommandAction = std::function<int()>;
 void add_run_command(CLI::App& app, CommandAction& action);
 void add_info_command(CLI::App& app, CommandAction& action);
 void add_convert_command(CLI::App& app, CommandAction& action);
+void add_serve_command(CLI::App& app, CommandAction& action);
+void add_loadgen_command(CLI::App& app, CommandAction& action);
 
 // Loads `path`, or the embedded default model when empty.
 std::shared_ptr<Model> load_model_or_embedded(const std::string& path);

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   tessera::add_run_command(app, action);
   tessera::add_info_command(app, action);
   tessera::add_convert_command(app, action);
+  tessera::add_serve_command(app, action);
+  tessera::add_loadgen_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

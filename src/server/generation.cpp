@@ -1,0 +1,247 @@
+// The life of one API request in flight.
+#include "server/generation.h"
+
+#include <boost/asio/post.hpp>
+
+#include "core/error.h"
+#include "server/errors.h"
+#include "server/service.h"
+#include "server/sse.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera::server {
+
+Generation::Generation(Service& service, std::shared_ptr<Responder> responder, ApiRequest request,
+                       std::vector<int32_t> prompt, ResponseHeader header, std::string cache_key,
+                       std::string limiter_key, double charged_tokens, std::optional<Clock::time_point> deadline)
+    : service_(service),
+      responder_(std::move(responder)),
+      request_(std::move(request)),
+      prompt_(std::move(prompt)),
+      header_(std::move(header)),
+      cache_key_(std::move(cache_key)),
+      limiter_key_(std::move(limiter_key)),
+      charged_tokens_(charged_tokens),
+      deadline_(deadline),
+      choices_(size_t(request_.n)) {
+  service_.n_in_flight_.fetch_add(1);
+}
+
+Generation::~Generation() { release(); }
+
+void Generation::release() {
+  if (counted_) service_.n_in_flight_.fetch_sub(1);
+  counted_ = false;
+}
+
+void Generation::start() {
+  try {
+    for (size_t i = 0; i < choices_.size(); ++i) submit(i, *service_.primary_);
+  } catch (...) {
+    cancel();
+    done_ = true;
+    release();
+    throw;
+  }
+  std::weak_ptr<Generation> weak = weak_from_this();
+  responder_->on_close([weak] {
+    if (auto self = weak.lock()) {
+      self->client_gone_ = true;
+      self->cancel();
+    }
+  });
+  if (deadline_) {
+    // The engine ends expired requests itself; this timer is the backstop should a request sit where the
+    // engine does not look at deadlines. A cancel after the deadline is reported as a timeout.
+    deadline_timer_ = std::make_unique<boost::asio::steady_timer>(service_.ioc_);
+    deadline_timer_->expires_at(*deadline_ + std::chrono::milliseconds(200));
+    deadline_timer_->async_wait([weak](const boost::system::error_code& ec) {
+      if (ec) return;
+      if (auto self = weak.lock()) self->cancel();
+    });
+  }
+}
+
+void Generation::submit(size_t index, Engine& engine) {
+  Request r;
+  r.prompt = prompt_;
+  r.sampling = request_.sampling;
+  if (r.sampling.has_seed) r.sampling.seed += index;  // distinct but reproducible choices
+  r.priority = request_.priority.value_or(0);
+  r.deadline = deadline_;
+  r.logprobs = request_.logprobs;
+  r.top_logprobs = request_.top_logprobs;
+  auto self = shared_from_this();
+  boost::asio::io_context& ioc = service_.ioc_;
+  Choice& c = choices_[index];
+  c.engine = &engine;
+  c.id = engine.submit(std::move(r), [self, index, &ioc](const StreamEvent& ev) {
+    boost::asio::post(ioc, [self, index, ev, at = Clock::now()] { self->on_event(index, ev, at); });
+  });
+  c.running = true;
+  ++n_running_;
+}
+
+void Generation::cancel() {
+  for (Choice& c : choices_)
+    if (c.running) c.engine->cancel(c.id);
+}
+
+bool Generation::deadline_passed() const { return deadline_ && Clock::now() >= *deadline_; }
+
+void Generation::on_event(size_t index, const StreamEvent& event, Clock::time_point at) {
+  Choice& c = choices_[index];
+  if (!c.running) return;
+  if (event.kind == StreamEvent::Kind::Token)
+    on_token(c, index, event, at);
+  else
+    on_finished(c, index, event);
+}
+
+void Generation::on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at) {
+  if (c.result.n_generated > 0) service_.metrics_->observe_inter_token(std::chrono::duration<double>(at - c.last_token).count());
+  c.last_token = at;
+  ++c.result.n_generated;
+  c.result.text += event.text;
+  if (request_.logprobs) {
+    const Tokenizer& tok = service_.primary_->model().tokenizer();
+    TokenInfo info;
+    info.piece = tok.token_piece(event.token);
+    info.logprob = event.sampled.logprob;
+    for (const TokenLogprob& alt : event.top_logprobs) info.top.push_back({tok.token_piece(alt.token), alt.logprob});
+    if (request_.stream) c.pending.push_back(info);
+    c.result.tokens.push_back(std::move(info));
+  }
+  if (request_.stream && !client_gone_ && !error_ && !done_ && (!event.text.empty() || !c.pending.empty()))
+    stream_chunk(c, index, event.text, std::nullopt);
+}
+
+void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) {
+  c.running = false;
+  --n_running_;
+  FinishReason reason = event.finish_reason;
+  if (reason == FinishReason::Cancelled && deadline_passed()) reason = FinishReason::Timeout;
+  if (reason == FinishReason::Error) {
+    // A failure before anything of this choice reached the client is retried on the fallback replica.
+    const bool retry = service_.fallback_ && !c.on_fallback && !c.streamed && !client_gone_ && !done_;
+    if (c.engine == service_.primary_.get()) service_.mark_primary_failed();
+    if (retry) {
+      service_.metrics_->count_fallback();
+      c.result = ChoiceResult{};
+      c.pending.clear();
+      c.on_fallback = true;
+      try {
+        submit(index, *service_.fallback_);
+        return;
+      } catch (const Error& e) {
+        fail({ErrorCode::Internal, std::string("fallback model refused the request: ") + e.what()});
+      }
+    } else {
+      fail({ErrorCode::Internal, "generation failed: " + event.error});
+    }
+  }
+  service_.metrics_->observe_request(event.stats, reason);
+  if (reason == FinishReason::Timeout) service_.metrics_->count_timeout();
+  if (reason == FinishReason::Cancelled) service_.metrics_->count_cancellation();
+  if (index == 0) n_cached_prompt_tokens_ = event.stats.n_cached_prompt_tokens;
+  c.result.text += event.text;
+  c.result.finish_reason = reason;
+  // A timeout with nothing generated in any choice becomes a 504 (complete() decides); otherwise the
+  // choice's last chunk carries its finish reason.
+  if (request_.stream && !client_gone_ && !error_ && !done_ && reason != FinishReason::Error) {
+    const bool maybe_504 = reason == FinishReason::Timeout && !stream_started_;
+    if (!maybe_504) stream_chunk(c, index, event.text, reason);
+  }
+  if (n_running_ == 0) complete();
+}
+
+void Generation::ensure_stream_started() {
+  if (stream_started_) return;
+  stream_started_ = true;
+  responder_->start_stream(200, "text/event-stream");
+}
+
+void Generation::stream_chunk(Choice& c, size_t index, std::string_view text, std::optional<FinishReason> finish) {
+  ensure_stream_started();
+  const bool role = header_.endpoint == Endpoint::ChatCompletions && !c.role_sent;
+  c.role_sent = true;
+  c.streamed = true;
+  c.finish_sent = finish.has_value();
+  const std::vector<TokenInfo>* lp = request_.logprobs ? &c.pending : nullptr;
+  const nlohmann::json chunk =
+      chunk_json(header_, int32_t(index), text, role, lp, c.text_offset, finish, request_.include_usage);
+  for (const TokenInfo& t : c.pending) c.text_offset += int64_t(t.piece.size());
+  c.pending.clear();
+  responder_->write(sse_event(dump_json(chunk)));
+}
+
+void Generation::fail(const ApiError& error) {
+  if (done_) return;
+  error_ = error;
+  cancel();
+}
+
+void Generation::complete() {
+  if (done_) return;
+  done_ = true;
+  respond();
+  // The engine may keep its callback (and so this object) a while longer; the connection and the in-flight
+  // count are not held that long.
+  responder_->on_close(nullptr);
+  responder_.reset();
+  release();
+}
+
+void Generation::respond() {
+  if (deadline_timer_) deadline_timer_->cancel();
+  Usage usage;
+  usage.prompt_tokens = int64_t(prompt_.size());
+  usage.cached_tokens = n_cached_prompt_tokens_;
+  bool any_tokens = false, cacheable = !cache_key_.empty();
+  for (const Choice& c : choices_) {
+    usage.completion_tokens += c.result.n_generated;
+    any_tokens = any_tokens || c.result.n_generated > 0;
+    cacheable = cacheable && (c.result.finish_reason == FinishReason::Stop ||
+                              c.result.finish_reason == FinishReason::Length);
+  }
+  if (service_.limiter_.enabled()) {
+    const double used = double(usage.prompt_tokens + usage.completion_tokens);
+    service_.limiter_.refund(limiter_key_, charged_tokens_ - used);
+  }
+  if (client_gone_) return;
+  bool timed_out = !any_tokens;
+  for (const Choice& c : choices_) timed_out = timed_out && c.result.finish_reason == FinishReason::Timeout;
+  if (!error_ && timed_out && !stream_started_)
+    error_ = ApiError{ErrorCode::Timeout, "the request's deadline passed before any token was generated"};
+
+  if (error_) {
+    if (stream_started_) {
+      responder_->write(sse_event(dump_json(error_body(*error_))));
+      responder_->write(sse_done());
+      responder_->end_stream();
+    } else {
+      service_.send_error(*responder_, *error_);
+    }
+    return;
+  }
+  if (cacheable && !error_) {
+    CachedResult cached;
+    cached.prompt_tokens = usage.prompt_tokens;
+    for (const Choice& c : choices_) cached.choices.push_back(c.result);
+    service_.cache_.put(cache_key_, std::move(cached));
+  }
+  if (request_.stream) {
+    ensure_stream_started();
+    for (size_t i = 0; i < choices_.size(); ++i)  // a choice that timed out before the stream began
+      if (!choices_[i].finish_sent) stream_chunk(choices_[i], i, {}, choices_[i].result.finish_reason);
+    if (request_.include_usage) responder_->write(sse_event(dump_json(usage_chunk_json(header_, usage))));
+    responder_->write(sse_done());
+    responder_->end_stream();
+    return;
+  }
+  std::vector<ChoiceResult> results;
+  for (Choice& c : choices_) results.push_back(std::move(c.result));
+  service_.send_json(*responder_, 200, response_json(header_, results, usage, request_.logprobs));
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,83 @@
+// One API request in flight: its n engine requests (one per choice), the stream or the body being built, the
+// deadline, client disconnects, and the re-run on the fallback replica when the primary fails before a token
+// of a choice was sent. All methods run on the io thread; engine events are posted there.
+#pragma once
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/errors.h"
+#include "server/http_server.h"
+#include "server/openai_json.h"
+
+namespace tessera::server {
+
+class Service;
+
+class Generation : public std::enable_shared_from_this<Generation> {
+ public:
+  Generation(Service& service, std::shared_ptr<Responder> responder, ApiRequest request, std::vector<int32_t> prompt,
+             ResponseHeader header, std::string cache_key, std::string limiter_key, double charged_tokens,
+             std::optional<Clock::time_point> deadline);
+  ~Generation();
+
+  // Submits every choice to the primary engine. Throws tessera::Error when the engine refuses the request
+  // (nothing is left running then).
+  void start();
+  // Ends every running choice (client gone, drain timeout).
+  void cancel();
+
+ private:
+  struct Choice {
+    Engine* engine = nullptr;
+    uint64_t id = 0;
+    bool running = false;
+    bool on_fallback = false;
+    bool streamed = false;          // a chunk of this choice reached the stream
+    bool role_sent = false;
+    bool finish_sent = false;       // the chunk with its finish_reason went out
+    ChoiceResult result;
+    std::vector<TokenInfo> pending; // logprobs not yet streamed
+    int64_t text_offset = 0;        // completions logprobs: offset of the next streamed token
+    Clock::time_point last_token;
+  };
+
+  void submit(size_t index, Engine& engine);
+  void on_event(size_t index, const StreamEvent& event, Clock::time_point at);
+  void on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at);
+  void on_finished(Choice& c, size_t index, const StreamEvent& event);
+  void stream_chunk(Choice& c, size_t index, std::string_view text, std::optional<FinishReason> finish);
+  void ensure_stream_started();
+  void complete();
+  void respond();  // the final bytes: body, error, or the stream's end
+  void fail(const ApiError& error);
+  bool deadline_passed() const;
+  // Gives back the in-flight count and the connection once nothing more will be written.
+  void release();
+
+  Service& service_;
+  std::shared_ptr<Responder> responder_;
+  ApiRequest request_;
+  std::vector<int32_t> prompt_;
+  ResponseHeader header_;
+  std::string cache_key_;    // empty: not cacheable
+  std::string limiter_key_;
+  double charged_tokens_;
+  std::optional<Clock::time_point> deadline_;
+  std::unique_ptr<boost::asio::steady_timer> deadline_timer_;
+  std::vector<Choice> choices_;
+  size_t n_running_ = 0;
+  bool stream_started_ = false;
+  bool client_gone_ = false;
+  bool done_ = false;  // the response is complete (or failed)
+  bool counted_ = true;  // holds one unit of Service::n_in_flight_ until release()
+  std::optional<ApiError> error_;
+  int64_t n_cached_prompt_tokens_ = 0;
+};
+
+}  // namespace tessera::server

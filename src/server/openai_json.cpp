@@ -1,0 +1,336 @@
+// Request parsing/validation and response building for the OpenAI wire format.
+#include "server/openai_json.h"
+
+#include <cmath>
+#include <limits>
+
+#include "server/errors.h"
+
+namespace tessera::server {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& what) {
+  throw ApiException(ErrorCode::InvalidRequest, "'" + param + "' " + what, param);
+}
+
+// A field that is absent or null reads as "not given" (OpenAI clients send null for unset options).
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string fmt_num(double x) {
+  std::string s = std::to_string(x);  // "2.000000" -> "2"
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+bool read_bool(const json& v, const char* name) {
+  if (!v.is_boolean()) bad(name, "must be a boolean");
+  return v.get<bool>();
+}
+
+double read_number(const json& v, const char* name, double lo, double hi) {
+  if (!v.is_number()) bad(name, "must be a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) bad(name, "must be between " + fmt_num(lo) + " and " + fmt_num(hi));
+  return x;
+}
+
+// Integers may arrive as 10 or 10.0; 10.5 is an error.
+int64_t read_int(const json& v, const char* name, int64_t lo, int64_t hi) {
+  int64_t x = 0;
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
+      x = std::numeric_limits<int64_t>::max();
+    } else {
+      x = v.get<int64_t>();
+    }
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) bad(name, "must be an integer");
+    x = d >= 9.2e18 ? std::numeric_limits<int64_t>::max() : d <= -9.2e18 ? std::numeric_limits<int64_t>::min()
+                                                                          : int64_t(d);
+  } else {
+    bad(name, "must be an integer");
+  }
+  if (x < lo || x > hi) bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return x;
+}
+
+std::string read_string(const json& v, const char* name) {
+  if (!v.is_string()) bad(name, "must be a string");
+  return v.get<std::string>();
+}
+
+std::vector<std::string> read_stop(const json& v, int32_t max_stop) {
+  std::vector<std::string> stop;
+  if (v.is_string()) {
+    stop.push_back(v.get<std::string>());
+  } else if (v.is_array()) {
+    if (int64_t(v.size()) > max_stop) bad("stop", "may hold at most " + std::to_string(max_stop) + " strings");
+    for (const json& s : v) {
+      if (!s.is_string()) bad("stop", "must be a string or an array of strings");
+      stop.push_back(s.get<std::string>());
+    }
+  } else {
+    bad("stop", "must be a string or an array of strings");
+  }
+  for (const std::string& s : stop)
+    if (s.empty()) bad("stop", "must not contain empty strings");
+  return stop;
+}
+
+// Fields both endpoints share.
+void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
+  if (!body.is_object()) throw ApiException(ErrorCode::InvalidRequest, "the request body must be a JSON object");
+  if (const json* v = field(body, "model")) r.model = read_string(*v, "model");
+  SamplingParams& s = r.sampling;
+  if (const json* v = field(body, "temperature")) s.temperature = float(read_number(*v, "temperature", 0.0, 2.0));
+  if (const json* v = field(body, "top_p")) {
+    s.top_p = float(read_number(*v, "top_p", 0.0, 1.0));
+    if (s.top_p <= 0.0f) bad("top_p", "must be greater than 0");
+  }
+  if (const json* v = field(body, "top_k")) {
+    const int64_t k = read_int(*v, "top_k", -1, 1 << 20);
+    s.top_k = k < 0 ? 0 : int32_t(k);
+  }
+  if (const json* v = field(body, "min_p")) s.min_p = float(read_number(*v, "min_p", 0.0, 1.0));
+  if (const json* v = field(body, "presence_penalty"))
+    s.presence_penalty = float(read_number(*v, "presence_penalty", -2.0, 2.0));
+  if (const json* v = field(body, "frequency_penalty"))
+    s.frequency_penalty = float(read_number(*v, "frequency_penalty", -2.0, 2.0));
+  if (const json* v = field(body, "repetition_penalty"))
+    s.repetition_penalty = float(read_number(*v, "repetition_penalty", 0.01, 10.0));
+  if (const json* v = field(body, "seed")) {
+    s.seed = uint64_t(read_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    s.has_seed = true;
+  }
+  if (const json* v = field(body, "stop")) s.stop = read_stop(*v, limits.max_stop);
+  if (const json* v = field(body, "ignore_eos")) s.ignore_eos = read_bool(*v, "ignore_eos");
+  const char* max_name = "max_tokens";
+  const json* max_tokens = field(body, "max_tokens");
+  if (r.endpoint == Endpoint::ChatCompletions && !max_tokens) {
+    max_tokens = field(body, "max_completion_tokens");
+    max_name = "max_completion_tokens";
+  }
+  if (max_tokens) {
+    s.max_tokens = int32_t(read_int(*max_tokens, max_name, 1, limits.max_tokens));
+    r.max_tokens_given = true;
+  }
+  if (const json* v = field(body, "n")) r.n = int32_t(read_int(*v, "n", 1, limits.max_n));
+  if (const json* v = field(body, "stream")) r.stream = read_bool(*v, "stream");
+  if (const json* v = field(body, "stream_options")) {
+    if (!v->is_object()) bad("stream_options", "must be an object");
+    if (!r.stream) bad("stream_options", "is only allowed when 'stream' is true");
+    if (const json* u = field(*v, "include_usage")) r.include_usage = read_bool(*u, "stream_options.include_usage");
+  }
+  if (const json* v = field(body, "priority"))
+    r.priority = int32_t(read_int(*v, "priority", -1000000, 1000000));
+  if (const json* v = field(body, "timeout_ms")) r.timeout_ms = read_int(*v, "timeout_ms", 1, 24LL * 3600 * 1000);
+  if (const json* v = field(body, "user")) r.user = read_string(*v, "user");
+  const std::string problem = validate(s);
+  if (!problem.empty()) throw ApiException(ErrorCode::InvalidRequest, problem);
+}
+
+std::string message_content(const json& m) {
+  const json* c = field(m, "content");
+  if (!c) return {};
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) bad("messages", "content must be a string or an array of content parts");
+  std::string text;
+  for (const json& part : *c) {
+    if (!part.is_object()) bad("messages", "content parts must be objects");
+    const json* type = field(part, "type");
+    if (!type || !type->is_string() || type->get<std::string>() != "text")
+      bad("messages", "only content parts of type 'text' are supported");
+    const json* t = field(part, "text");
+    if (!t || !t->is_string()) bad("messages", "a text content part needs a string 'text'");
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+json logprobs_completions(const std::vector<TokenInfo>& tokens, int64_t text_offset) {
+  json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenInfo& t : tokens) {
+    toks.push_back(t.piece);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const TokenAlternative& a : t.top) top[a.piece] = a.logprob;
+    tops.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += int64_t(t.piece.size());
+  }
+  return {{"tokens", std::move(toks)}, {"token_logprobs", std::move(lps)}, {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
+json bytes_of(const std::string& piece) {
+  json b = json::array();
+  for (unsigned char c : piece) b.push_back(int(c));
+  return b;
+}
+
+json logprobs_chat(const std::vector<TokenInfo>& tokens) {
+  json content = json::array();
+  for (const TokenInfo& t : tokens) {
+    json top = json::array();
+    for (const TokenAlternative& a : t.top)
+      top.push_back({{"token", a.piece}, {"logprob", a.logprob}, {"bytes", bytes_of(a.piece)}});
+    content.push_back(
+        {{"token", t.piece}, {"logprob", t.logprob}, {"bytes", bytes_of(t.piece)}, {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+const char* object_name(Endpoint e, bool chunk) {
+  if (e == Endpoint::Completions) return "text_completion";
+  return chunk ? "chat.completion.chunk" : "chat.completion";
+}
+
+}  // namespace
+
+json parse_body(std::string_view body) {
+  try {
+    return json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
+    throw ApiException(ErrorCode::InvalidJson, std::string("could not parse the JSON body: ") + e.what());
+  }
+}
+
+ApiRequest parse_completion_request(const json& body, const ParseLimits& limits) {
+  ApiRequest r;
+  r.endpoint = Endpoint::Completions;
+  parse_common(body, limits, r);
+  const json* prompt = field(body, "prompt");
+  if (!prompt) bad("prompt", "is required");
+  const json* p = prompt;
+  // A one-element batch is a plain prompt; several prompts in one request are not supported (use n or
+  // several requests).
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+    r.prompt_is_tokens = true;
+    for (const json& t : *p) r.prompt_tokens.push_back(int32_t(read_int(t, "prompt", 0, 1 << 30)));
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_string()) {
+    bad("prompt", "holds several prompts; send one prompt per request");
+  } else {
+    bad("prompt", "must be a string or an array of token ids");
+  }
+  if (const json* v = field(body, "logprobs")) {
+    r.top_logprobs = int32_t(read_int(*v, "logprobs", 0, limits.max_top_logprobs));
+    r.logprobs = true;
+  }
+  if (const json* v = field(body, "echo"); v && read_bool(*v, "echo")) bad("echo", "is not supported");
+  if (const json* v = field(body, "best_of"); v && read_int(*v, "best_of", 1, limits.max_n) != r.n)
+    bad("best_of", "is not supported");
+  if (const json* v = field(body, "suffix"); v && !read_string(*v, "suffix").empty()) bad("suffix", "is not supported");
+  return r;
+}
+
+ApiRequest parse_chat_request(const json& body, const ParseLimits& limits) {
+  ApiRequest r;
+  r.endpoint = Endpoint::ChatCompletions;
+  parse_common(body, limits, r);
+  const json* messages = field(body, "messages");
+  if (!messages) bad("messages", "is required");
+  if (!messages->is_array() || messages->empty()) bad("messages", "must be a non-empty array");
+  for (const json& m : *messages) {
+    if (!m.is_object()) bad("messages", "must hold objects");
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) bad("messages", "each message needs a string 'role'");
+    ChatMessage msg{role->get<std::string>(), message_content(m)};
+    if (msg.role == "developer") msg.role = "system";
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
+      bad("messages", "role '" + msg.role + "' is not supported (system, user, assistant)");
+    r.messages.push_back(std::move(msg));
+  }
+  if (const json* v = field(body, "logprobs")) r.logprobs = read_bool(*v, "logprobs");
+  if (const json* v = field(body, "top_logprobs")) {
+    r.top_logprobs = int32_t(read_int(*v, "top_logprobs", 0, limits.max_top_logprobs));
+    if (!r.logprobs && r.top_logprobs > 0) bad("top_logprobs", "requires 'logprobs' to be true");
+  }
+  if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty())) bad("tools", "are not supported");
+  return r;
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+const char* finish_reason_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Timeout: return "timeout";
+    case FinishReason::Cancelled:
+    case FinishReason::Error: return "cancelled";
+  }
+  return "stop";
+}
+
+json usage_json(const Usage& u) {
+  json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  if (u.cached_tokens > 0) j["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  return j;
+}
+
+json response_json(const ResponseHeader& h, const std::vector<ChoiceResult>& choices, const Usage& usage,
+                   bool logprobs) {
+  json out = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& c = choices[i];
+    json choice = {{"index", int(i)}, {"finish_reason", finish_reason_string(c.finish_reason)}};
+    if (h.endpoint == Endpoint::Completions) {
+      choice["text"] = c.text;
+      choice["logprobs"] = logprobs ? logprobs_completions(c.tokens, 0) : json(nullptr);
+    } else {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["logprobs"] = logprobs ? logprobs_chat(c.tokens) : json(nullptr);
+    }
+    out.push_back(std::move(choice));
+  }
+  return {{"id", h.id},
+          {"object", object_name(h.endpoint, false)},
+          {"created", h.created},
+          {"model", h.model},
+          {"choices", std::move(out)},
+          {"usage", usage_json(usage)}};
+}
+
+json chunk_json(const ResponseHeader& h, int32_t index, std::string_view text, bool role,
+                const std::vector<TokenInfo>* logprobs, int64_t text_offset, std::optional<FinishReason> finish,
+                bool usage_null) {
+  json choice = {{"index", index}};
+  if (h.endpoint == Endpoint::Completions) {
+    choice["text"] = std::string(text);
+    choice["logprobs"] = logprobs ? logprobs_completions(*logprobs, text_offset) : json(nullptr);
+  } else {
+    json delta = json::object();
+    if (role) delta["role"] = "assistant";
+    if (!text.empty() || role) delta["content"] = std::string(text);
+    choice["delta"] = std::move(delta);
+    choice["logprobs"] = logprobs ? logprobs_chat(*logprobs) : json(nullptr);
+  }
+  choice["finish_reason"] = finish ? json(finish_reason_string(*finish)) : json(nullptr);
+  json chunk = {{"id", h.id},
+                {"object", object_name(h.endpoint, true)},
+                {"created", h.created},
+                {"model", h.model},
+                {"choices", json::array({std::move(choice)})}};
+  if (usage_null) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json usage_chunk_json(const ResponseHeader& h, const Usage& usage) {
+  return {{"id", h.id},           {"object", object_name(h.endpoint, true)},
+          {"created", h.created}, {"model", h.model},
+          {"choices", json::array()}, {"usage", usage_json(usage)}};
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,112 @@
+// The OpenAI wire format: request bodies of /v1/completions and /v1/chat/completions parsed and validated into
+// an ApiRequest (SamplingParams for the engine), and the response objects and stream chunks built back.
+// Parsing throws ApiException (400 with the offending `param`); nothing here touches the engine.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampling_params.h"
+
+namespace tessera::server {
+
+enum class Endpoint { Completions, ChatCompletions };
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" ("developer" is read as "system")
+  std::string content;
+};
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string model;                   // empty: the served model
+  std::string prompt;                  // completions: text prompt
+  std::vector<int32_t> prompt_tokens;  // completions: a prompt given as token ids
+  bool prompt_is_tokens = false;
+  std::vector<ChatMessage> messages;   // chat
+  SamplingParams sampling;             // the server's defaults, overridden by the body
+  bool max_tokens_given = false;       // false: the route picks the default (16 / rest of the context)
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+  bool logprobs = false;               // report the sampled token's log-probability
+  int32_t top_logprobs = 0;            // alternatives per token
+  std::optional<int32_t> priority;     // extension: lower is served first
+  std::optional<int64_t> timeout_ms;   // extension: deadline from arrival
+  std::string user;
+
+  bool deterministic() const { return sampling.is_greedy() || sampling.has_seed; }
+};
+
+struct ParseLimits {
+  int32_t max_n = 16;
+  int32_t max_stop = 16;
+  int32_t max_top_logprobs = 20;
+  int64_t max_tokens = 1 << 20;  // absolute cap; the context check comes later with the prompt length
+};
+
+// Parses a body into JSON: malformed JSON and invalid UTF-8 are ErrorCode::InvalidJson.
+nlohmann::json parse_body(std::string_view body);
+ApiRequest parse_completion_request(const nlohmann::json& body, const ParseLimits& limits = {});
+ApiRequest parse_chat_request(const nlohmann::json& body, const ParseLimits& limits = {});
+
+// Serializes for the wire; invalid UTF-8 (a token piece that is half a character) becomes U+FFFD.
+std::string dump_json(const nlohmann::json& j);
+
+// ---- Responses ----
+
+struct TokenAlternative {
+  std::string piece;
+  float logprob = 0.0f;
+};
+
+struct TokenInfo {
+  std::string piece;  // raw bytes of the token (may be part of a UTF-8 character)
+  float logprob = 0.0f;
+  std::vector<TokenAlternative> top;
+};
+
+struct ChoiceResult {
+  std::string text;
+  std::vector<TokenInfo> tokens;  // filled only when logprobs were asked for
+  FinishReason finish_reason = FinishReason::Stop;
+  int64_t n_generated = 0;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+// What every object of one response shares.
+struct ResponseHeader {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string id;  // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;
+};
+
+nlohmann::json usage_json(const Usage& usage);
+// The non-streaming body. `logprobs`: include the logprobs objects (else null).
+nlohmann::json response_json(const ResponseHeader& h, const std::vector<ChoiceResult>& choices, const Usage& usage,
+                             bool logprobs);
+// One stream chunk for choice `index`: text delta, optional logprobs for the tokens it covers (text_offset of
+// the first one given), optional finish reason; `role` adds {"role": "assistant"} to a chat delta;
+// `usage_null` adds "usage": null as OpenAI does on every chunk once include_usage is set.
+nlohmann::json chunk_json(const ResponseHeader& h, int32_t index, std::string_view text, bool role,
+                          const std::vector<TokenInfo>* logprobs, int64_t text_offset,
+                          std::optional<FinishReason> finish, bool usage_null);
+// The final usage chunk: empty choices and the totals.
+nlohmann::json usage_chunk_json(const ResponseHeader& h, const Usage& usage);
+
+// "stop", "length", "timeout", "cancelled" ("error" is never sent as a finish reason).
+const char* finish_reason_string(FinishReason reason);
+
+}  // namespace tessera::server

@@ -1,0 +1,107 @@
+// The official `openai` npm package against `tessera serve`: chat and completions, streaming and not; greedy
+// text equals a direct engine run; usage chunks only when asked.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, openaiPackage, directRun } from './harness.mjs';
+
+const OpenAI = openaiPackage().default ?? openaiPackage();
+let server, client;
+const PROMPT = 'Once upon a time';
+
+before(async () => {
+  server = await startServer(['--api-key', 'sk-test']);
+  client = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'sk-test', maxRetries: 0 });
+});
+after(async () => {
+  const { code } = await server.stop();
+  assert.equal(code, 0);
+});
+
+test('models list names the served model', async () => {
+  const models = await client.models.list();
+  assert.equal(models.data.length, 1);
+  assert.equal(models.data[0].id, 'stories260K');
+});
+
+test('greedy completion equals a direct engine run', async () => {
+  const expected = await directRun(PROMPT, 40);
+  const r = await client.completions.create({ model: 'stories260K', prompt: PROMPT, max_tokens: 40, temperature: 0 });
+  assert.equal(r.object, 'text_completion');
+  assert.equal(r.choices[0].text, expected);
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+  assert.ok(r.usage.prompt_tokens > 0);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+});
+
+test('streaming completion concatenates to the same text, usage only when asked', async () => {
+  const expected = await directRun(PROMPT, 40);
+  for (const includeUsage of [false, true]) {
+    const stream = await client.completions.create({
+      model: 'stories260K', prompt: PROMPT, max_tokens: 40, temperature: 0, stream: true,
+      ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
+    });
+    let text = '', finish = null, usage = null, chunks = 0;
+    for await (const chunk of stream) {
+      chunks++;
+      if (chunk.usage) usage = chunk.usage;
+      for (const c of chunk.choices) { text += c.text; if (c.finish_reason) finish = c.finish_reason; }
+      if (!includeUsage) assert.ok(!('usage' in chunk) || chunk.usage === undefined, 'no usage field unless asked');
+    }
+    assert.ok(chunks > 1);
+    assert.equal(text, expected);
+    assert.ok(['stop', 'length'].includes(finish));
+    if (includeUsage) {
+      assert.ok(usage, 'usage chunk expected');
+      assert.ok(usage.completion_tokens > 0);
+    } else {
+      assert.equal(usage, null);
+    }
+  }
+});
+
+test('chat, streaming and not, with logprobs and n', async () => {
+  const messages = [{ role: 'user', content: 'Once upon a time' }];
+  const r = await client.chat.completions.create({
+    model: 'stories260K', messages, max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 2, n: 2,
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices.length, 2);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.ok(r.choices[0].message.content.length > 0);
+  assert.equal(r.choices[0].message.content, r.choices[1].message.content, 'greedy choices agree');
+  const lp = r.choices[0].logprobs.content;
+  assert.ok(lp.length > 0);
+  assert.ok(lp[0].logprob <= 0);
+  assert.equal(lp[0].top_logprobs.length, 2);
+
+  const stream = await client.chat.completions.create({
+    model: 'stories260K', messages, max_tokens: 12, temperature: 0, stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = '', role = null, finish = null, usage = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.role) role = c.delta.role;
+      text += c.delta.content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(role, 'assistant');
+  assert.equal(text, r.choices[0].message.content);
+  assert.ok(['stop', 'length'].includes(finish));
+  assert.equal(usage.completion_tokens, r.usage.completion_tokens / 2);
+});
+
+test('seeded sampling is reproducible; stop strings end the text', async () => {
+  const a = await client.completions.create({ model: 'stories260K', prompt: PROMPT, max_tokens: 24, temperature: 1, seed: 7 });
+  const b = await client.completions.create({ model: 'stories260K', prompt: PROMPT, max_tokens: 24, temperature: 1, seed: 7 });
+  assert.equal(a.choices[0].text, b.choices[0].text);
+  const full = await directRun(PROMPT, 40);
+  const word = full.trim().split(/\s+/)[2];
+  const s = await client.completions.create({ model: 'stories260K', prompt: PROMPT, max_tokens: 40, temperature: 0, stop: [word] });
+  assert.equal(s.choices[0].finish_reason, 'stop');
+  assert.ok(!s.choices[0].text.includes(word));
+  assert.ok(full.startsWith(s.choices[0].text));
+});

@@ -1,0 +1,165 @@
+// Gateway units: SSE framing, API keys, token buckets, the result cache, metrics exposition.
+#include <gtest/gtest.h>
+
+#include "server/auth.h"
+#include "server/metrics.h"
+#include "server/rate_limiter.h"
+#include "server/result_cache.h"
+#include "server/sse.h"
+
+namespace tessera::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ServerSse, FramesAndParsesBack) {
+  EXPECT_EQ(sse_event("{\"a\":1}"), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(sse_event("x\ny"), "data: x\ndata: y\n\n");
+  SseParser p;
+  const std::string all = sse_event("one") + sse_event("two\nlines") + sse_done();
+  std::vector<std::string> got;
+  std::string data;
+  for (char c : all) {  // byte by byte: events split anywhere
+    p.feed(std::string_view(&c, 1));
+    while (p.next(data)) got.push_back(data);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"one", "two\nlines", "[DONE]"}));
+  SseParser crlf;
+  crlf.feed("data: x\r\n\r\n");
+  ASSERT_TRUE(crlf.next(data));
+  EXPECT_EQ(data, "x");
+}
+
+TEST(ServerAuth, BearerKeys) {
+  ApiKeys keys({"sk-one", "sk-two"});
+  EXPECT_TRUE(keys.enabled());
+  EXPECT_EQ(keys.check("Bearer sk-two"), "sk-two");
+  EXPECT_EQ(keys.check("bearer sk-one"), "sk-one");
+  EXPECT_FALSE(keys.check("Bearer sk-on"));
+  EXPECT_FALSE(keys.check("Bearer sk-one1"));
+  EXPECT_FALSE(keys.check("sk-one"));
+  EXPECT_FALSE(keys.check(""));
+  EXPECT_FALSE(ApiKeys().enabled());
+  EXPECT_TRUE(constant_time_equal("abc", "abc"));
+  EXPECT_FALSE(constant_time_equal("abc", "abd"));
+  EXPECT_FALSE(constant_time_equal("abc", "ab"));
+  EXPECT_FALSE(constant_time_equal("", "a"));
+}
+
+TEST(ServerRateLimiter, RequestsPerSecondRefill) {
+  RateLimiter lim({/*rps=*/2.0, /*burst=*/2.0, /*tpm=*/0.0});
+  const auto t0 = RateLimiter::Clock::time_point{} + 100s;
+  EXPECT_TRUE(lim.acquire("k", 0, t0).allowed);
+  EXPECT_TRUE(lim.acquire("k", 0, t0).allowed);
+  const auto d = lim.acquire("k", 0, t0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_STREQ(d.reason, "requests");
+  EXPECT_NEAR(d.retry_after_s, 0.5, 1e-9);
+  EXPECT_TRUE(lim.acquire("other", 0, t0).allowed);  // per key
+  EXPECT_TRUE(lim.acquire("k", 0, t0 + 500ms).allowed);
+  EXPECT_FALSE(lim.acquire("k", 0, t0 + 500ms).allowed);
+}
+
+TEST(ServerRateLimiter, TokensPerMinuteWithRefund) {
+  RateLimiter lim({0.0, 0.0, /*tpm=*/600.0});
+  const auto t0 = RateLimiter::Clock::time_point{} + 100s;
+  EXPECT_TRUE(lim.acquire("k", 500, t0).allowed);
+  auto d = lim.acquire("k", 200, t0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_STREQ(d.reason, "tokens");
+  EXPECT_NEAR(d.retry_after_s, 10.0, 1e-6);  // 100 tokens short at 10 tokens/s
+  lim.refund("k", 100, t0);
+  EXPECT_TRUE(lim.acquire("k", 200, t0).allowed);
+  EXPECT_FALSE(RateLimiter({}).enabled());
+}
+
+CachedResult result(const std::string& text) {
+  CachedResult r;
+  r.choices.push_back(ChoiceResult{text, {}, FinishReason::Stop, 1});
+  r.prompt_tokens = 3;
+  return r;
+}
+
+TEST(ServerResultCache, LruTtlAndMemoryCap) {
+  const auto t0 = ResultCache::Clock::time_point{} + 100s;
+  ResultCache cache(1 << 20, 1000ms);
+  cache.put("a", result("A"), t0);
+  cache.put("b", result("B"), t0);
+  ASSERT_TRUE(cache.get("a", t0));
+  EXPECT_EQ(cache.get("a", t0)->choices[0].text, "A");
+  EXPECT_FALSE(cache.get("a", t0 + 1000ms));  // expired and dropped
+  EXPECT_EQ(cache.size(), 1u);
+
+  // A cap that holds two entries: the least recently used goes first.
+  const uint64_t one = result_bytes(result("X")) + 1 + 128;
+  ResultCache small(2 * one, 60s);
+  small.put("x", result("X"), t0);
+  small.put("y", result("Y"), t0);
+  ASSERT_TRUE(small.get("x", t0));  // x is now the most recent
+  small.put("z", result("Z"), t0);
+  EXPECT_TRUE(small.get("x", t0));
+  EXPECT_FALSE(small.get("y", t0));
+  EXPECT_TRUE(small.get("z", t0));
+  EXPECT_LE(small.bytes(), 2 * one);
+
+  ResultCache off(0, 60s);
+  off.put("a", result("A"), t0);
+  EXPECT_FALSE(off.get("a", t0));
+}
+
+TEST(ServerResultCache, KeyCoversParametersAndPrompt) {
+  ApiRequest a;
+  a.sampling.temperature = 0.0f;
+  ApiRequest b = a;
+  EXPECT_EQ(result_cache_key(a, "m", {1, 2}), result_cache_key(b, "m", {1, 2}));
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}), result_cache_key(a, "m", {1, 3}));
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}), result_cache_key(a, "m2", {1, 2}));
+  b.sampling.max_tokens = 99;
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}), result_cache_key(b, "m", {1, 2}));
+  b = a;
+  b.sampling.stop = {"x"};
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}), result_cache_key(b, "m", {1, 2}));
+  ApiRequest sampled;
+  sampled.sampling.temperature = 1.0f;
+  EXPECT_FALSE(sampled.deterministic());
+  sampled.sampling.has_seed = true;
+  EXPECT_TRUE(sampled.deterministic());
+}
+
+TEST(ServerMetrics, VllmNamesWithTesseraPrefix) {
+  Metrics m("stories");
+  EngineStats s;
+  s.n_waiting = 3;
+  s.n_running = 2;
+  s.kv_blocks_total = 10;
+  s.kv_blocks_used = 5;
+  s.n_prefix_cache_hit_tokens = 7;
+  m.update_engine(s);
+  m.observe_step({4, 40, 30, 10, 0.01});
+  RequestStats rs;
+  rs.n_prompt_tokens = 5;
+  rs.n_generated_tokens = 6;
+  m.observe_request(rs, FinishReason::Length);
+  m.count_rejection("rate_limit");
+  m.count_status(429);
+  m.count_cache_hit();
+  m.count_fallback();
+  const std::string text = m.serialize();
+  for (const char* name :
+       {"tessera:num_requests_waiting{model_name=\"stories\"} 3", "tessera:num_requests_running",
+        "tessera:time_to_first_token_seconds_bucket", "tessera:inter_token_latency_seconds",
+        "tessera:e2e_request_latency_seconds", "tessera:request_queue_time_seconds",
+        "tessera:kv_cache_usage_perc{model_name=\"stories\"} 0.5", "tessera:prefix_cache_hits_total{model_name=\"stories\"} 7",
+        "tessera:prompt_tokens_total{model_name=\"stories\"} 5", "tessera:generation_tokens_total{model_name=\"stories\"} 6",
+        "tessera:batch_size_bucket", "tessera:num_preemptions_total", "tessera:request_rejections_total",
+        "reason=\"rate_limit\"} 1", "tessera:request_timeouts_total", "tessera:request_cancellations_total",
+        "tessera:result_cache_hits_total{model_name=\"stories\"} 1", "tessera:fallbacks_total{model_name=\"stories\"} 1",
+        "tessera:http_errors_total", "status=\"429\""})
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  // Counters only move forward: a second scrape with the same totals adds nothing.
+  m.update_engine(s);
+  EXPECT_NE(m.serialize().find("tessera:prefix_cache_hits_total{model_name=\"stories\"} 7"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::server

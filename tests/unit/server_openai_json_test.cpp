@@ -1,0 +1,205 @@
+// OpenAI request parsing/validation and response shapes.
+#include <gtest/gtest.h>
+
+#include "server/errors.h"
+#include "server/openai_json.h"
+
+namespace tessera::server {
+namespace {
+
+using nlohmann::json;
+
+ApiError completion_error(const json& body) {
+  try {
+    parse_completion_request(body);
+  } catch (const ApiException& e) {
+    return e.error();
+  }
+  ADD_FAILURE() << "no error for " << body.dump();
+  return {};
+}
+
+ApiError chat_error(const json& body) {
+  try {
+    parse_chat_request(body);
+  } catch (const ApiException& e) {
+    return e.error();
+  }
+  ADD_FAILURE() << "no error for " << body.dump();
+  return {};
+}
+
+TEST(ServerOpenAiJson, ParsesCompletionParameters) {
+  const json body = {{"model", "m"},          {"prompt", "Hi"},       {"max_tokens", 7},     {"temperature", 0.5},
+                     {"top_p", 0.9},          {"top_k", 40},          {"min_p", 0.1},        {"seed", 42},
+                     {"stop", {"a", "b"}},    {"n", 2},               {"presence_penalty", 0.5},
+                     {"frequency_penalty", -0.5}, {"logprobs", 3},    {"user", "u"},         {"priority", 5},
+                     {"timeout_ms", 1000},    {"stream", true},       {"stream_options", {{"include_usage", true}}}};
+  const ApiRequest r = parse_completion_request(body);
+  EXPECT_EQ(r.endpoint, Endpoint::Completions);
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt, "Hi");
+  EXPECT_TRUE(r.max_tokens_given);
+  EXPECT_EQ(r.sampling.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_TRUE(r.sampling.has_seed);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.n, 2);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_EQ(r.user, "u");
+  EXPECT_EQ(r.priority, 5);
+  EXPECT_EQ(r.timeout_ms, 1000);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.deterministic());
+}
+
+TEST(ServerOpenAiJson, NullMeansNotGiven) {
+  const ApiRequest r = parse_completion_request({{"prompt", "x"}, {"max_tokens", nullptr}, {"stop", nullptr}});
+  EXPECT_FALSE(r.max_tokens_given);
+  EXPECT_TRUE(r.sampling.stop.empty());
+}
+
+TEST(ServerOpenAiJson, StopAsStringAndTokenPrompt) {
+  ApiRequest r = parse_completion_request({{"prompt", {1, 2, 3}}, {"stop", "END"}, {"max_tokens", 4.0}});
+  EXPECT_TRUE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.sampling.max_tokens, 4);
+  r = parse_completion_request({{"prompt", {"single"}}});
+  EXPECT_EQ(r.prompt, "single");
+}
+
+TEST(ServerOpenAiJson, RejectsBadValuesNamingTheParameter) {
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"max_tokens", -1}}).param, "max_tokens");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"max_tokens", 1e12}}).param, "max_tokens");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"max_tokens", 2.5}}).param, "max_tokens");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"max_tokens", "10"}}).param, "max_tokens");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"temperature", -0.1}}).param, "temperature");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"temperature", "hot"}}).param, "temperature");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"top_p", 1.5}}).param, "top_p");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"top_p", 0}}).param, "top_p");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"n", 0}}).param, "n");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"stop", 5}}).param, "stop");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"stop", {"a", 1}}}).param, "stop");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"stream", "yes"}}).param, "stream");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}).param,
+            "stream_options");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"logprobs", 99}}).param, "logprobs");
+  EXPECT_EQ(completion_error({{"prompt", 5}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", {"a", "b"}}}).param, "prompt");
+  EXPECT_EQ(completion_error(json::object()).param, "prompt");
+  EXPECT_EQ(completion_error(json::array()).code, ErrorCode::InvalidRequest);
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"model", 3}}).param, "model");
+}
+
+TEST(ServerOpenAiJson, ParsesChat) {
+  const json body = {{"messages",
+                      {{{"role", "system"}, {"content", "be brief"}},
+                       {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hel"}}, {{"type", "text"}, {"text", "lo"}}}}}}},
+                     {"logprobs", true},
+                     {"top_logprobs", 2},
+                     {"max_completion_tokens", 9}};
+  const ApiRequest r = parse_chat_request(body);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "hello");
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 2);
+  EXPECT_EQ(r.sampling.max_tokens, 9);
+}
+
+TEST(ServerOpenAiJson, RejectsBadChat) {
+  EXPECT_EQ(chat_error({{"messages", json::array()}}).param, "messages");
+  EXPECT_EQ(chat_error({{"messages", "hi"}}).param, "messages");
+  EXPECT_EQ(chat_error({{"messages", {{{"content", "x"}}}}}).param, "messages");
+  EXPECT_EQ(chat_error({{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}).param, "messages");
+  EXPECT_EQ(chat_error({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}).param,
+            "top_logprobs");
+  EXPECT_EQ(chat_error({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"logprobs", 1}}).param, "logprobs");
+}
+
+TEST(ServerOpenAiJson, MalformedAndInvalidUtf8BodiesAreInvalidJson) {
+  for (const std::string& body : {std::string("{"), std::string("{\"prompt\": }"), std::string("nul"),
+                                 std::string("{\"prompt\": \"\xff\xfe\"}"), std::string("")}) {
+    try {
+      parse_body(body);
+      ADD_FAILURE() << "parsed: " << body;
+    } catch (const ApiException& e) {
+      EXPECT_EQ(e.error().code, ErrorCode::InvalidJson);
+      EXPECT_EQ(http_status(e.error().code), 400);
+    }
+  }
+}
+
+TEST(ServerOpenAiJson, ResponseShapes) {
+  ResponseHeader h{Endpoint::Completions, "cmpl-1", 123, "m"};
+  ChoiceResult c;
+  c.text = "hello";
+  c.finish_reason = FinishReason::Length;
+  c.n_generated = 2;
+  c.tokens = {{"hel", -0.5f, {{"hel", -0.5f}, {"he", -1.0f}}}, {"lo", -0.25f, {}}};
+  Usage u{3, 2, 0};
+  json r = response_json(h, {c}, u, true);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], "hello");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["choices"][0]["logprobs"]["tokens"], json({"hel", "lo"}));
+  EXPECT_EQ(r["choices"][0]["logprobs"]["text_offset"], json({0, 3}));
+  EXPECT_EQ(r["usage"]["total_tokens"], 5);
+
+  h.endpoint = Endpoint::ChatCompletions;
+  r = response_json(h, {c}, u, false);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "hello");
+  EXPECT_TRUE(r["choices"][0]["logprobs"].is_null());
+
+  json chunk = chunk_json(h, 0, "he", true, nullptr, 0, std::nullopt, true);
+  EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunk["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(chunk["choices"][0]["delta"]["content"], "he");
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(chunk.contains("usage") && chunk["usage"].is_null());
+  chunk = chunk_json(h, 1, "", false, nullptr, 0, FinishReason::Stop, false);
+  EXPECT_EQ(chunk["choices"][0]["index"], 1);
+  EXPECT_EQ(chunk["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(chunk.contains("usage"));
+  const json uc = usage_chunk_json(h, u);
+  EXPECT_TRUE(uc["choices"].empty());
+  EXPECT_EQ(uc["usage"]["completion_tokens"], 2);
+}
+
+TEST(ServerOpenAiJson, DumpReplacesInvalidUtf8) {
+  const std::string s = dump_json(json{{"token", std::string("\xe4\xb8")}});
+  EXPECT_NE(s.find("\xef\xbf\xbd"), std::string::npos);
+}
+
+TEST(ServerErrors, OneMappingToStatusAndBody) {
+  EXPECT_EQ(http_status(ErrorCode::InvalidRequest), 400);
+  EXPECT_EQ(http_status(ErrorCode::Unauthorized), 401);
+  EXPECT_EQ(http_status(ErrorCode::ModelNotFound), 404);
+  EXPECT_EQ(http_status(ErrorCode::PayloadTooLarge), 413);
+  EXPECT_EQ(http_status(ErrorCode::RateLimited), 429);
+  EXPECT_EQ(http_status(ErrorCode::QueueFull), 429);
+  EXPECT_EQ(http_status(ErrorCode::Unavailable), 503);
+  EXPECT_EQ(http_status(ErrorCode::Timeout), 504);
+  const json b = error_body({ErrorCode::InvalidRequest, "bad", "top_p"});
+  EXPECT_EQ(b["error"]["message"], "bad");
+  EXPECT_EQ(b["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(b["error"]["param"], "top_p");
+  EXPECT_TRUE(b["error"].contains("code"));
+  EXPECT_TRUE(error_body({ErrorCode::Internal, "x"})["error"]["param"].is_null());
+  EXPECT_EQ(retry_after_seconds({ErrorCode::RateLimited, "", "", 0.2}), 1);
+  EXPECT_EQ(retry_after_seconds({ErrorCode::RateLimited, "", "", 2.1}), 3);
+}
+
+}  // namespace
+}  // namespace tessera::server

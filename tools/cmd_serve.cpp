@@ -1,0 +1,184 @@
+// `tessera serve`: the OpenAI-compatible HTTP server on the batching engine, with graceful drain on
+// SIGTERM/SIGINT (stop accepting, finish in-flight requests within --drain-timeout, exit 0).
+#include <sys/resource.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "commands.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "server/service.h"
+
+namespace tessera {
+namespace {
+
+struct ServeOptions {
+  std::string model_path;
+  std::string fallback_path;
+  std::string served_name;
+  server::HttpOptions http;
+  server::ServiceOptions service;
+  EngineOptions engine;
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
+  bool no_result_cache = false;
+  double result_cache_mb = 64.0;
+  double result_cache_ttl_s = 600.0;
+  double drain_timeout_s = 30.0;
+};
+
+// Thousands of streams need thousands of descriptors: raise the soft limit to the hard one.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+std::string default_model_name(const std::string& path) {
+  return path.empty() ? "stories260K" : std::filesystem::path(path).stem().string();
+}
+
+int serve(ServeOptions& o) {
+  raise_fd_limit();
+  auto model = load_model_or_embedded(o.model_path);
+  auto primary = std::make_shared<Engine>(model, o.engine);
+  std::shared_ptr<Engine> fallback;
+  if (!o.fallback_path.empty()) fallback = std::make_shared<Engine>(Model::load(o.fallback_path), o.engine);
+
+  o.service.model_name = o.served_name.empty() ? default_model_name(o.model_path) : o.served_name;
+  o.service.api_keys = o.api_keys;
+  if (!o.api_keys_file.empty())
+    for (auto& k : server::ApiKeys::read_file(o.api_keys_file)) o.service.api_keys.push_back(k);
+  o.service.result_cache_bytes = o.no_result_cache ? 0 : uint64_t(o.result_cache_mb * 1024 * 1024);
+  o.service.result_cache_ttl_ms = int64_t(o.result_cache_ttl_s * 1000);
+
+  boost::asio::io_context ioc(1);
+  server::Service service(ioc, primary, fallback, o.service);
+  server::HttpServer http(ioc, o.http,
+                          [&service](server::HttpRequest&& r, std::shared_ptr<server::Responder> w) {
+                            service.handle(std::move(r), std::move(w));
+                          });
+  const uint16_t port = http.listen();
+  std::fprintf(stderr, "tessera serve: model '%s' on http://%s:%u%s\n", o.service.model_name.c_str(),
+               o.http.host.c_str(), unsigned(port), fallback ? " (with a fallback model)" : "");
+
+  std::thread warm([&service] {
+    const bool ok = service.warm_up();
+    std::fprintf(stderr, "tessera serve: warm-up %s\n", ok ? "done, ready" : "FAILED, not ready");
+  });
+
+  // Drain: stop accepting, let in-flight requests finish, cancel them at the drain timeout, then stop.
+  boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  boost::asio::steady_timer drain_timer(ioc);
+  bool draining = false, cancelled = false;
+  Clock::time_point drain_deadline;
+  std::function<void()> poll_drain = [&] {
+    // Done when every request finished and every connection wrote its last bytes and closed.
+    if (service.n_in_flight() == 0 && http.n_connections() == 0) {
+      http.close_all();
+      ioc.stop();
+      return;
+    }
+    const auto now = Clock::now();
+    if (!cancelled && now >= drain_deadline) {
+      std::fprintf(stderr, "tessera serve: drain timeout, cancelling %lld requests\n",
+                   static_cast<long long>(service.n_in_flight()));
+      service.cancel_all();
+      cancelled = true;
+    }
+    if (cancelled && now >= drain_deadline + std::chrono::seconds(5)) {  // an engine that does not answer
+      http.close_all();
+      ioc.stop();
+      return;
+    }
+    drain_timer.expires_after(std::chrono::milliseconds(20));
+    drain_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) poll_drain();
+    });
+  };
+  std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
+                                                                              int sig) {
+    if (ec) return;
+    if (draining) {  // a second signal: stop now
+      service.cancel_all();
+      drain_deadline = Clock::now();
+      cancelled = true;
+    } else {
+      draining = true;
+      std::fprintf(stderr, "tessera serve: signal %d, draining %lld requests\n", sig,
+                   static_cast<long long>(service.n_in_flight()));
+      drain_deadline = Clock::now() + std::chrono::milliseconds(int64_t(o.drain_timeout_s * 1000));
+      http.stop_accepting();
+      service.begin_drain();
+      poll_drain();
+    }
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
+
+  ioc.run();
+  warm.join();
+  if (service.n_in_flight() > 0) {
+    // Requests the engine never finished: do not wait on them in the destructors.
+    std::fprintf(stderr, "tessera serve: %lld requests did not finish\n", static_cast<long long>(service.n_in_flight()));
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
+  std::fprintf(stderr, "tessera serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, CommandAction& action) {
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  auto o = std::make_shared<ServeOptions>();
+  o->engine.max_seqs = 64;
+  cmd->add_option("-m,--model", o->model_path, "GGUF model (default: the embedded stories260K)");
+  cmd->add_option("--fallback-model", o->fallback_path,
+                  "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy)");
+  cmd->add_option("--served-model-name", o->served_name, "model id for the API (default: the file name)");
+  cmd->add_option("--host", o->http.host, "address to bind")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", o->api_keys, "accepted API key (repeatable)");
+  cmd->add_option("--api-keys-file", o->api_keys_file, "file with one accepted API key per line");
+  cmd->add_flag("--metrics-require-key", o->service.metrics_require_key, "/metrics needs an API key too");
+  cmd->add_option("--rate-limit-rps", o->service.rate_limits.requests_per_second,
+                  "requests per second per key (0: unlimited)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rate-limit-burst", o->service.rate_limits.request_burst,
+                  "request bucket size (default: max(1, rps))")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rate-limit-tpm", o->service.rate_limits.tokens_per_minute,
+                  "tokens (prompt + max_tokens) per minute per key (0: unlimited)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-queue", o->service.max_queue, "requests waiting in the engine before 429")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-body-bytes", o->http.max_body_bytes, "request body limit (413 above)")->capture_default_str();
+  cmd->add_flag("--no-result-cache", o->no_result_cache, "disable the result cache");
+  cmd->add_option("--result-cache-mb", o->result_cache_mb, "result cache memory cap")->capture_default_str();
+  cmd->add_option("--result-cache-ttl", o->result_cache_ttl_s, "result cache entry lifetime, seconds")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout-ms", o->service.default_timeout_ms, "default deadline (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", o->drain_timeout_s, "seconds to finish in-flight requests on SIGTERM")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->engine.threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "context length (default: the model's)")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--max-seqs", o->engine.max_seqs, "sequences per batch")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-batched-tokens", o->engine.max_batched_tokens, "tokens per step")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--kv-blocks", o->engine.kv_blocks, "KV cache blocks (0: derived)")->check(CLI::NonNegativeNumber);
+  cmd->callback([&action, o] { action = [o] { return serve(*o); }; });
+}
+
+}  // namespace tessera
