@@ -25,55 +25,55 @@ const Histogram::BucketBoundaries kBatchTokenBuckets = {1, 8, 32, 64, 128, 256, 
 
 }  // namespace
 
-Metrics::Metrics(const std::string& model_name)
+Metrics::Metrics(const std::string& model_name, const std::string& prefix)
     : model_name_(model_name), registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   const auto l = labels();
-  waiting_ = &BuildGauge().Name("tessera:num_requests_waiting").Help("Requests waiting to be scheduled.")
+  waiting_ = &BuildGauge().Name(prefix + "num_requests_waiting").Help("Requests waiting to be scheduled.")
                   .Register(r).Add(l);
-  running_ = &BuildGauge().Name("tessera:num_requests_running").Help("Requests in the running batch.")
+  running_ = &BuildGauge().Name(prefix + "num_requests_running").Help("Requests in the running batch.")
                   .Register(r).Add(l);
-  kv_usage_ = &BuildGauge().Name("tessera:kv_cache_usage_perc").Help("KV cache usage (1 = full).")
+  kv_usage_ = &BuildGauge().Name(prefix + "kv_cache_usage_perc").Help("KV cache usage (1 = full).")
                    .Register(r).Add(l);
-  ready_ = &BuildGauge().Name("tessera:ready").Help("1 once warm-up passed and the model is healthy.")
+  ready_ = &BuildGauge().Name(prefix + "ready").Help("1 once warm-up passed and the model is healthy.")
                 .Register(r).Add(l);
-  prefix_hits_ = &BuildCounter().Name("tessera:prefix_cache_hits_total")
+  prefix_hits_ = &BuildCounter().Name(prefix + "prefix_cache_hits_total")
                       .Help("Prompt tokens served from the prefix cache.").Register(r).Add(l);
-  prefix_queries_ = &BuildCounter().Name("tessera:prefix_cache_queries_total")
+  prefix_queries_ = &BuildCounter().Name(prefix + "prefix_cache_queries_total")
                          .Help("Prompt tokens looked up in the prefix cache.").Register(r).Add(l);
-  preemptions_ = &BuildCounter().Name("tessera:num_preemptions_total").Help("Sequences preempted.")
+  preemptions_ = &BuildCounter().Name(prefix + "num_preemptions_total").Help("Sequences preempted.")
                       .Register(r).Add(l);
-  prompt_tokens_ = &BuildCounter().Name("tessera:prompt_tokens_total").Help("Prompt tokens processed.")
+  prompt_tokens_ = &BuildCounter().Name(prefix + "prompt_tokens_total").Help("Prompt tokens processed.")
                         .Register(r).Add(l);
-  generation_tokens_ = &BuildCounter().Name("tessera:generation_tokens_total").Help("Tokens generated.")
+  generation_tokens_ = &BuildCounter().Name(prefix + "generation_tokens_total").Help("Tokens generated.")
                             .Register(r).Add(l);
-  ttft_ = &BuildHistogram().Name("tessera:time_to_first_token_seconds").Help("Time to first token.")
+  ttft_ = &BuildHistogram().Name(prefix + "time_to_first_token_seconds").Help("Time to first token.")
                .Register(r).Add(l, kTtftBuckets);
-  itl_ = &BuildHistogram().Name("tessera:inter_token_latency_seconds").Help("Time between streamed tokens.")
+  itl_ = &BuildHistogram().Name(prefix + "inter_token_latency_seconds").Help("Time between streamed tokens.")
               .Register(r).Add(l, kItlBuckets);
-  e2e_ = &BuildHistogram().Name("tessera:e2e_request_latency_seconds").Help("Request latency, submit to finish.")
+  e2e_ = &BuildHistogram().Name(prefix + "e2e_request_latency_seconds").Help("Request latency, submit to finish.")
               .Register(r).Add(l, kE2eBuckets);
-  queue_time_ = &BuildHistogram().Name("tessera:request_queue_time_seconds").Help("Time waiting to be scheduled.")
+  queue_time_ = &BuildHistogram().Name(prefix + "request_queue_time_seconds").Help("Time waiting to be scheduled.")
                      .Register(r).Add(l, kTtftBuckets);
-  batch_size_ = &BuildHistogram().Name("tessera:batch_size").Help("Sequences per engine step.")
+  batch_size_ = &BuildHistogram().Name(prefix + "batch_size").Help("Sequences per engine step.")
                      .Register(r).Add(l, kBatchBuckets);
-  batch_tokens_ = &BuildHistogram().Name("tessera:batch_tokens").Help("Tokens per engine step.")
+  batch_tokens_ = &BuildHistogram().Name(prefix + "batch_tokens").Help("Tokens per engine step.")
                        .Register(r).Add(l, kBatchTokenBuckets);
-  timeouts_ = &BuildCounter().Name("tessera:request_timeouts_total").Help("Requests ended by their deadline.")
+  timeouts_ = &BuildCounter().Name(prefix + "request_timeouts_total").Help("Requests ended by their deadline.")
                    .Register(r).Add(l);
-  cancellations_ = &BuildCounter().Name("tessera:request_cancellations_total")
+  cancellations_ = &BuildCounter().Name(prefix + "request_cancellations_total")
                         .Help("Requests cancelled (client disconnect, shutdown).").Register(r).Add(l);
-  cache_hits_ = &BuildCounter().Name("tessera:result_cache_hits_total").Help("Requests served from the result cache.")
+  cache_hits_ = &BuildCounter().Name(prefix + "result_cache_hits_total").Help("Requests served from the result cache.")
                      .Register(r).Add(l);
-  cache_misses_ = &BuildCounter().Name("tessera:result_cache_misses_total")
+  cache_misses_ = &BuildCounter().Name(prefix + "result_cache_misses_total")
                        .Help("Cacheable requests not found in the result cache.").Register(r).Add(l);
-  fallbacks_ = &BuildCounter().Name("tessera:fallbacks_total")
+  fallbacks_ = &BuildCounter().Name(prefix + "fallbacks_total")
                     .Help("Requests re-run on the fallback model after the primary failed.").Register(r).Add(l);
-  success_family_ = &BuildCounter().Name("tessera:request_success_total")
+  success_family_ = &BuildCounter().Name(prefix + "request_success_total")
                          .Help("Finished requests by finish reason.").Register(r);
-  rejections_family_ = &BuildCounter().Name("tessera:request_rejections_total")
+  rejections_family_ = &BuildCounter().Name(prefix + "request_rejections_total")
                             .Help("Requests refused before the engine, by reason.").Register(r);
-  errors_family_ = &BuildCounter().Name("tessera:http_errors_total").Help("Error responses by HTTP status code.")
+  errors_family_ = &BuildCounter().Name(prefix + "http_errors_total").Help("Error responses by HTTP status code.")
                         .Register(r);
   for (const char* reason : {"stop", "length", "timeout", "cancelled", "error"})
     success_family_->Add(labels({{"finished_reason", reason}}));

@@ -21,7 +21,9 @@ namespace tessera::server {
 
 class Metrics {
  public:
-  explicit Metrics(const std::string& model_name);
+  // `prefix`: "tessera:" (vLLM's style, the default) or e.g. "tessera_" for tools that lint colons away
+  // (promtool check metrics reports "metric names should not contain ':'" for recording-rule-style names).
+  explicit Metrics(const std::string& model_name, const std::string& prefix = "tessera:");
 
   // Engine-side gauges and the counters the engine keeps as totals; called just before a scrape.
   void update_engine(const EngineStats& stats);

@@ -58,7 +58,7 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
       keys_(options_.api_keys),
       limiter_(options_.rate_limits),
       cache_(options_.result_cache_bytes, std::chrono::milliseconds(options_.result_cache_ttl_ms)),
-      metrics_(std::make_unique<Metrics>(options_.model_name)),
+      metrics_(std::make_unique<Metrics>(options_.model_name, options_.metrics_prefix)),
       chat_template_(detect_chat_family(chat_template_text(primary_->model())), chat_template_text(primary_->model()),
                      bos_text(primary_->model().tokenizer())),
       encoder_(primary_->model().tokenizer()) {
