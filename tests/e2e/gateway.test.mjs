@@ -70,7 +70,7 @@ test('client disconnect cancels the sequence and frees its blocks', async () => 
 });
 
 test('deadline: finish_reason timeout mid-stream, 504 when nothing was sent', async () => {
-  await withServer(['--max-seqs', '1'], async (s) => {
+  await withServer(['--max-seqs', '1', '--no-result-cache'], async (s) => {
     // Nothing can be generated in 1 ms while another request holds the only sequence slot: 504.
     const { reader } = await openStream(s.url, LONG);
     const res = await postJson(s.url + '/v1/completions', { ...LONG, timeout_ms: 1 });
@@ -79,10 +79,14 @@ test('deadline: finish_reason timeout mid-stream, 504 when nothing was sent', as
     expectOpenAiError(assert, hdr, 504);
     await reader.cancel();
     await waitFor(async () => metricValue(await metrics(s.url), 'tessera:num_requests_running') === 0, 3000, 'idle');
-    // A deadline that passes mid-generation: finish_reason "timeout" with partial text.
+    // A deadline that passes mid-generation: finish_reason "timeout" with partial text. The deadline is a third
+    // of what the whole generation takes on this machine.
+    const t0 = Date.now();
+    assert.equal((await postJson(s.url + '/v1/completions', LONG)).status, 200);
+    const full = Date.now() - t0;
     const r = await fetch(s.url + '/v1/completions', {
       method: 'POST', headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ ...LONG, stream: true, timeout_ms: 150 }),
+      body: JSON.stringify({ ...LONG, stream: true, timeout_ms: Math.max(5, Math.floor(full / 3)) }),
     });
     const body = await r.text();
     assert.ok(body.includes('"finish_reason":"timeout"'), body.slice(-400));
@@ -90,6 +94,22 @@ test('deadline: finish_reason timeout mid-stream, 504 when nothing was sent', as
     const m = await metrics(s.url);
     assert.ok(metricValue(m, 'tessera:request_timeouts_total') >= 3);
     await waitFor(async () => metricValue(await metrics(s.url), 'tessera:kv_cache_usage_perc') === 0, 3000, 'blocks freed');
+  });
+});
+
+test('priority reaches the scheduler: a high-priority request preempts a running low-priority one', async () => {
+  await withServer(['--max-seqs', '1', '--no-result-cache'], async (s) => {
+    const { reader } = await openStream(s.url, { ...LONG, priority: 10 });
+    const lowDone = readAll(reader).then((t) => ({ t, at: Date.now() }));
+    const high = await postJson(s.url + '/v1/completions', { prompt: 'Once', max_tokens: 8, temperature: 0 },
+      { 'X-Priority': '-10' });
+    const highAt = Date.now();
+    assert.equal(high.status, 200, high.text);
+    const low = await lowDone;
+    assert.ok(high.json.choices[0].text.length > 0);
+    assert.ok(highAt < low.at, 'the high-priority request must not wait for the low one to finish');
+    assert.ok(low.t.includes('"finish_reason":"length"'), 'the preempted request resumes and completes');
+    assert.ok(metricValue(await metrics(s.url), 'tessera:num_preemptions_total') >= 1);
   });
 });
 
