@@ -50,6 +50,8 @@ std::string default_model_name(const std::string& path) {
 
 int serve(ServeOptions& o) {
   raise_fd_limit();
+  // Declared first so that it is destroyed last: engine threads may post to it until the engines are gone.
+  boost::asio::io_context ioc(1);
   auto model = load_model_or_embedded(o.model_path);
   auto primary = std::make_shared<Engine>(model, o.engine);
   std::shared_ptr<Engine> fallback;
@@ -62,7 +64,6 @@ int serve(ServeOptions& o) {
   o.service.result_cache_bytes = o.no_result_cache ? 0 : uint64_t(o.result_cache_mb * 1024 * 1024);
   o.service.result_cache_ttl_ms = int64_t(o.result_cache_ttl_s * 1000);
 
-  boost::asio::io_context ioc(1);
   server::Service service(ioc, primary, fallback, o.service);
   server::HttpServer http(ioc, o.http,
                           [&service](server::HttpRequest&& r, std::shared_ptr<server::Responder> w) {

@@ -193,7 +193,7 @@ void Generation::complete() {
 }
 
 void Generation::respond() {
-  if (deadline_timer_) deadline_timer_->cancel();
+  deadline_timer_.reset();  // cancels it; the handler holds only a weak pointer
   Usage usage;
   usage.prompt_tokens = int64_t(prompt_.size());
   usage.cached_tokens = n_cached_prompt_tokens_;

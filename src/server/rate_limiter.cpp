@@ -10,6 +10,10 @@ double RateLimiter::request_capacity() const {
 }
 
 RateLimiter::Bucket& RateLimiter::bucket(const std::string& key, Clock::time_point now) {
+  // Keys idle for a minute have refilled completely and carry no state worth keeping: drop them so that many
+  // distinct keys (clients) do not grow the map without bound.
+  if (buckets_.size() >= 4096 && buckets_.find(key) == buckets_.end())
+    std::erase_if(buckets_, [&](const auto& kv) { return now - kv.second.last > std::chrono::seconds(60); });
   auto [it, inserted] = buckets_.try_emplace(key);
   Bucket& b = it->second;
   if (inserted) {
