@@ -4,6 +4,7 @@
 #include <random>
 
 #include "commands.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "model/model.h"
@@ -20,13 +21,16 @@ struct RunOptions {
   int ctx_size = 0;
   bool no_bos = false;
   int64_t seed = -1;
+  std::string kv_type = "f16";
   SamplingParams sampling;
 };
 
 int run(const RunOptions& o) {
   auto model = load_model_or_embedded(o.model_path);
   ThreadPool pool(o.threads);
-  Generator generator(model, pool, o.ctx_size);
+  const auto kv_type = kv_type_from_name(o.kv_type);
+  if (!kv_type) fail("unknown --kv-type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
+  Generator generator(model, pool, o.ctx_size, 512, *kv_type);
 
   SamplingParams params = o.sampling;
   params.max_tokens = o.n_predict;
@@ -81,6 +85,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty")->capture_default_str();
   cmd->add_option("-s,--seed", o->seed, "random seed (default: random)");
   cmd->add_option("--stop", o->sampling.stop, "stop string (repeatable)");
+  cmd->add_option("--kv-type", o->kv_type, "KV cache storage: f32, f16, bf16, int8, fp8")->capture_default_str();
   cmd->add_flag("--ignore-eos", o->sampling.ignore_eos, "keep generating after end-of-sequence");
   cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
   cmd->callback([&action, o] { action = [o] { return run(*o); }; });

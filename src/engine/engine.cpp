@@ -113,8 +113,8 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
   if (options.kv_block_size <= 0 || options.kv_block_size > 1024) fail("--kv-block-size must be in 1..1024");
   if (options.max_batched_tokens <= 0) fail("--max-batched-tokens must be positive");
   if (options.max_seqs <= 0) fail("--max-seqs must be positive");
-  const uint64_t bytes_per_block = uint64_t(c.n_layer) * 2 * uint64_t(c.kv_dim()) * sizeof(float) *
-                                   uint64_t(options.kv_block_size);
+  const uint64_t bytes_per_block =
+      KvPool::block_bytes(c.n_layer, c.n_head_kv, c.head_dim, options.kv_block_size, options.kv_type);
   int64_t n_blocks = options.kv_blocks;
   if (n_blocks <= 0) {
     uint64_t bytes = options.kv_cache_bytes;
@@ -127,7 +127,7 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
     n_blocks = int64_t(bytes / bytes_per_block);
   }
   if (n_blocks <= 0) fail("the KV cache is smaller than one block ({} bytes)", bytes_per_block);
-  kv = std::make_unique<KvPool>(c.n_layer, c.kv_dim(), n_blocks, options.kv_block_size);
+  kv = std::make_unique<KvPool>(c.n_layer, c.n_head_kv, c.head_dim, n_blocks, options.kv_block_size, options.kv_type);
   blocks = std::make_unique<BlockManager>(n_blocks, options.kv_block_size, options.prefix_caching);
   SchedulerOptions so;
   so.max_batched_tokens = options.max_batched_tokens;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/request.h"
+#include "kernels/attention.h"
 #include "model/model.h"
 
 namespace tessera {
@@ -26,6 +27,7 @@ const char* batching_mode_name(BatchingMode mode);
 struct EngineOptions {
   int threads = 0;                 // 0: physical cores
   int64_t kv_block_size = 16;
+  KvType kv_type = KvType::F16;    // storage of cached keys/values
   int64_t kv_blocks = 0;           // 0: derived from kv_cache_bytes
   uint64_t kv_cache_bytes = 0;     // 0 and kv_blocks 0: room for max_seqs sequences of n_ctx tokens (capped)
   int64_t n_ctx = 0;               // longest sequence (prompt + generation); 0: the model's training context

@@ -19,11 +19,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Generator::Generator(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx, int64_t prefill_chunk)
+Generator::Generator(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx, int64_t prefill_chunk,
+                     KvType kv_type)
     : model_(model),
       n_ctx_(n_ctx > 0 ? n_ctx : model->config().n_ctx_train),
       prefill_chunk_(prefill_chunk),
-      kv_(model->config().n_layer, model->config().kv_dim(), (n_ctx_ + kBlockSize - 1) / kBlockSize, kBlockSize),
+      kv_(model->config().n_layer, model->config().n_head_kv, model->config().head_dim,
+          (n_ctx_ + kBlockSize - 1) / kBlockSize, kBlockSize, kv_type),
       forward_(model, kv_, pool) {
   // One sequence owns the whole pool.
   for (int32_t b = 0; b < int32_t(kv_.n_blocks()); ++b) block_table_.push_back(b);

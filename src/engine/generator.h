@@ -30,7 +30,9 @@ struct GenerationResult {
 class Generator {
  public:
   // n_ctx: the longest sequence (prompt + generation) this generator holds; 0 means the model's training context.
-  Generator(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx = 0, int64_t prefill_chunk = 512);
+  // kv_type: F32 by default here, the exact path the golden tests compare against the reference implementations.
+  Generator(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx = 0, int64_t prefill_chunk = 512,
+            KvType kv_type = KvType::F32);
 
   int64_t n_ctx() const { return n_ctx_; }
 

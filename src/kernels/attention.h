@@ -1,19 +1,38 @@
 // Causal attention of one token's query heads over one sequence's cached keys and values, read through its
-// block table (PagedAttention layout), grouped-query aware.
+// block table (PagedAttention layout), grouped-query aware; and the encodings K/V rows are stored in.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "core/cpu_features.h"
 
 namespace tessera {
 
+// How cached keys and values are stored. I8 and FP8 carry one fp32 scale per (token, kv head): symmetric
+// absmax scaling, so a head's outlier never costs another head precision.
+enum class KvType { F32, F16, BF16, I8, FP8 };
+
+const char* kv_type_name(KvType type);
+std::optional<KvType> kv_type_from_name(std::string_view name);  // "f32", "f16", "bf16", "int8"/"i8", "fp8"
+inline int64_t kv_element_bytes(KvType t) { return t == KvType::F32 ? 4 : (t == KvType::F16 || t == KvType::BF16) ? 2 : 1; }
+inline bool kv_type_has_scales(KvType t) { return t == KvType::I8 || t == KvType::FP8; }
+
+// Encodes one token's row of n_head_kv * head_dim floats into `dst`; quantized types write n_head_kv scales.
+void encode_kv_row(KvType type, const float* src, int64_t n_head_kv, int64_t head_dim, void* dst, float* scales);
+// The inverse, for tests and debugging.
+void decode_kv_row(KvType type, const void* src, const float* scales, int64_t n_head_kv, int64_t head_dim, float* dst);
+
 // Where one sequence's K and V for one layer live. Position p is in block p / block_size at row p % block_size;
-// a row holds n_head_kv * head_dim floats. A contiguous cache is the special case of a single large block.
+// a row holds n_head_kv * head_dim elements of `type`. For I8/FP8, a block's scales, [block_size, n_head_kv]
+// floats, start `scales_offset` bytes after the block's first row.
 struct KvBlocksView {
-  const float* const* k_blocks = nullptr;  // [n_blocks] pointers to [block_size, n_head_kv * head_dim]
-  const float* const* v_blocks = nullptr;
+  KvType type = KvType::F32;
+  const uint8_t* const* k_blocks = nullptr;  // [n_blocks]
+  const uint8_t* const* v_blocks = nullptr;
   int64_t block_size = 0;
+  int64_t scales_offset = 0;
 };
 
 struct AttentionShape {

@@ -70,9 +70,7 @@ void Forward::attention_layer(const ForwardBatch& batch, int64_t layer) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     const auto table = batch.block_tables[size_t(batch.seq_index[t])];
     const int64_t pos = batch.positions[t];
-    const int32_t block = table[size_t(pos / bs)];
-    std::copy_n(&k_[size_t(t * c.kv_dim())], c.kv_dim(), kv_.keys(block, layer) + (pos % bs) * c.kv_dim());
-    std::copy_n(&v_[size_t(t * c.kv_dim())], c.kv_dim(), kv_.values(block, layer) + (pos % bs) * c.kv_dim());
+    kv_.store(table[size_t(pos / bs)], layer, pos % bs, &k_[size_t(t * c.kv_dim())], &v_[size_t(t * c.kv_dim())]);
   }
 
   seq_ptr_offset_.clear();
@@ -96,7 +94,7 @@ void Forward::attention_layer(const ForwardBatch& batch, int64_t layer) {
       const int64_t head_begin = item % c.n_head;
       const int64_t head_end = std::min(c.n_head, head_begin + (end - item));
       const size_t off = seq_ptr_offset_[size_t(batch.seq_index[t])];
-      const KvBlocksView view{k_ptrs_.data() + off, v_ptrs_.data() + off, bs};
+      const KvBlocksView view{kv_.type(), k_ptrs_.data() + off, v_ptrs_.data() + off, bs, kv_.scales_offset()};
       attend(&q_[size_t(t * c.q_dim())], view, batch.positions[t] + 1, shape, head_begin, head_end, scratch,
              &attn_[size_t(t * c.q_dim())]);
       item += head_end - head_begin;

@@ -51,7 +51,7 @@ class Forward {
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_, logits_;
   std::vector<float> scratch_;   // [n_threads, max_positions] attention scores
   int64_t scratch_stride_ = 0;
-  std::vector<const float*> k_ptrs_, v_ptrs_;  // per sequence block pointers for the current layer
+  std::vector<const uint8_t*> k_ptrs_, v_ptrs_;  // per sequence block pointers for the current layer
   std::vector<size_t> seq_ptr_offset_;
 };
 

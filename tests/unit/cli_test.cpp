@@ -65,6 +65,15 @@ TEST(Cli, RunGeneratesWithTheEmbeddedModel) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos);
 }
 
+TEST(Cli, EveryKvTypeGenerates) {
+  for (const char* type : {"f32", "f16", "bf16", "int8", "fp8"}) {
+    const CommandResult r = run_tessera(std::string("run -p \"Once upon a time\" -n 8 --temp 0 --kv-type ") + type);
+    ASSERT_EQ(r.exit_code, 0) << type << ": " << r.err;
+    EXPECT_EQ(r.out.rfind("Once upon a time, there was", 0), 0u) << type << ": " << r.out;
+  }
+  expect_clean_error(run_tessera("run --kv-type int3"), "unknown --kv-type");
+}
+
 TEST(Cli, SameSeedSameText) {
   const CommandResult a = run_tessera("run -n 24 --temp 1.0 --seed 42");
   const CommandResult b = run_tessera("run -n 24 --temp 1.0 --seed 42");

@@ -39,3 +39,31 @@ TEST(Bf16, RoundsToNearestEven) {
 
 }  // namespace
 }  // namespace tessera
+
+#include "core/fp8.h"
+
+namespace tessera {
+namespace {
+
+TEST(Fp8E4M3, EveryCodeRoundTripsAndKnownValues) {
+  for (int b = 0; b < 256; ++b) {
+    const float f = fp8_e4m3_to_fp32(uint8_t(b));
+    if (std::isnan(f)) continue;
+    if (b == 0x80) {  // -0 keeps its sign
+      EXPECT_EQ(fp32_to_fp8_e4m3(f), 0x80);
+      continue;
+    }
+    EXPECT_EQ(fp32_to_fp8_e4m3(f), b) << "code " << b << " value " << f;
+  }
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x7E), 448.0f);
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x38), 1.0f);
+  EXPECT_EQ(fp32_to_fp8_e4m3(1000.0f), 0x7E);   // saturates
+  EXPECT_EQ(fp32_to_fp8_e4m3(-1000.0f), 0xFE);
+  EXPECT_EQ(fp32_to_fp8_e4m3(1.0625f), 0x38);   // halfway between 1 and 1.125: to even (1.0)
+  EXPECT_EQ(fp32_to_fp8_e4m3(1.1875f), 0x3A);   // halfway between 1.125 and 1.25: to even (1.25)
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_fp32(fp32_to_fp8_e4m3(NAN))));
+}
+
+}  // namespace
+}  // namespace tessera

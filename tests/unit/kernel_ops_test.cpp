@@ -90,32 +90,84 @@ TEST_P(KernelOps, Rope) {
   }
 }
 
-TEST_P(KernelOps, AttentionOverBlocks) {
-  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
-  for (int64_t head_dim : {20, 64, 80}) {
-    const AttentionShape shape{6, 2, head_dim, 1.0f / std::sqrt(float(head_dim))};
-    const int64_t block_size = 16, n_blocks = 4, kv_row = shape.n_head_kv * head_dim;
-    const auto k = random_floats(size_t(n_blocks * block_size * kv_row), 7);
-    const auto v = random_floats(size_t(n_blocks * block_size * kv_row), 8);
-    // Blocks out of order, as a block table would give them.
-    std::vector<const float*> k_ptrs, v_ptrs;
-    for (int64_t b : {2, 0, 3, 1}) {
-      k_ptrs.push_back(&k[size_t(b * block_size * kv_row)]);
-      v_ptrs.push_back(&v[size_t(b * block_size * kv_row)]);
-    }
-    const KvBlocksView view{k_ptrs.data(), v_ptrs.data(), block_size};
-    const auto q = random_floats(size_t(shape.n_head * head_dim), 9, 2.0f);
-    for (int64_t n_pos : {1, 5, 37, 64}) {
-      std::vector<float> scratch(static_cast<size_t>(n_pos)), out(q.size()), ref(q.size()), split(q.size());
-      attend(q.data(), view, n_pos, shape, 0, shape.n_head, scratch.data(), out.data(), GetParam());
-      attend(q.data(), view, n_pos, shape, 0, shape.n_head, scratch.data(), ref.data(), Isa::Scalar);
-      expect_close(out, ref, 1e-5, 1e-5, "attend");
-      // A head's result does not depend on which other heads the call covers.
-      attend(q.data(), view, n_pos, shape, 0, 1, scratch.data(), split.data(), GetParam());
-      attend(q.data(), view, n_pos, shape, 1, shape.n_head, scratch.data(), split.data(), GetParam());
-      EXPECT_EQ(split, out);
+// K/V blocks encoded in one storage type, laid out like KvPool: rows, then per-(row, head) scales.
+struct EncodedBlocks {
+  std::vector<std::vector<uint8_t>> blocks;
+  std::vector<const uint8_t*> ptrs;
+  int64_t scales_offset = 0;
+};
+
+EncodedBlocks encode_blocks(KvType type, const std::vector<float>& values, int64_t n_blocks, int64_t block_size,
+                            int64_t n_head_kv, int64_t head_dim, const std::vector<int64_t>& order) {
+  EncodedBlocks e;
+  const int64_t kv_row = n_head_kv * head_dim;
+  const int64_t row_bytes = kv_row * kv_element_bytes(type);
+  e.scales_offset = block_size * row_bytes;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    e.blocks.emplace_back(size_t(block_size * (row_bytes + n_head_kv * 4)));
+    for (int64_t r = 0; r < block_size; ++r) {
+      auto* scales = reinterpret_cast<float*>(e.blocks.back().data() + e.scales_offset) + r * n_head_kv;
+      encode_kv_row(type, &values[size_t((b * block_size + r) * kv_row)], n_head_kv, head_dim,
+                    e.blocks.back().data() + r * row_bytes, scales);
     }
   }
+  for (int64_t b : order) e.ptrs.push_back(e.blocks[size_t(b)].data());
+  return e;
+}
+
+TEST_P(KernelOps, AttentionOverBlocksForEveryKvType) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::I8, KvType::FP8}) {
+    for (int64_t head_dim : {20, 64, 80}) {
+      const AttentionShape shape{6, 2, head_dim, 1.0f / std::sqrt(float(head_dim))};
+      const int64_t block_size = 16, n_blocks = 4, kv_row = shape.n_head_kv * head_dim;
+      const auto k = random_floats(size_t(n_blocks * block_size * kv_row), 7);
+      const auto v = random_floats(size_t(n_blocks * block_size * kv_row), 8);
+      // Blocks out of order, as a block table would give them.
+      const std::vector<int64_t> order{2, 0, 3, 1};
+      const auto ek = encode_blocks(type, k, n_blocks, block_size, shape.n_head_kv, head_dim, order);
+      const auto ev = encode_blocks(type, v, n_blocks, block_size, shape.n_head_kv, head_dim, order);
+      const KvBlocksView view{type, ek.ptrs.data(), ev.ptrs.data(), block_size, ek.scales_offset};
+      const auto fk = encode_blocks(KvType::F32, k, n_blocks, block_size, shape.n_head_kv, head_dim, order);
+      const auto fv = encode_blocks(KvType::F32, v, n_blocks, block_size, shape.n_head_kv, head_dim, order);
+      const KvBlocksView exact{KvType::F32, fk.ptrs.data(), fv.ptrs.data(), block_size, 0};
+      const auto q = random_floats(size_t(shape.n_head * head_dim), 9, 2.0f);
+      for (int64_t n_pos : {1, 5, 37, 64}) {
+        std::vector<float> scratch(static_cast<size_t>(n_pos)), out(q.size()), ref(q.size()), split(q.size()),
+            full(q.size());
+        attend(q.data(), view, n_pos, shape, 0, shape.n_head, scratch.data(), out.data(), GetParam());
+        attend(q.data(), view, n_pos, shape, 0, shape.n_head, scratch.data(), ref.data(), Isa::Scalar);
+        expect_close(out, ref, 1e-5, 1e-5, kv_type_name(type));
+        // A head's result does not depend on which other heads the call covers.
+        attend(q.data(), view, n_pos, shape, 0, 1, scratch.data(), split.data(), GetParam());
+        attend(q.data(), view, n_pos, shape, 1, shape.n_head, scratch.data(), split.data(), GetParam());
+        EXPECT_EQ(split, out);
+        // Against fp32 K/V: the storage type's own rounding, bounded per type (values are O(1)).
+        attend(q.data(), exact, n_pos, shape, 0, shape.n_head, scratch.data(), full.data(), Isa::Scalar);
+        const double bound = type == KvType::F32 ? 1e-6 : type == KvType::F16 ? 3e-3 : type == KvType::I8 ? 3e-2 : 0.15;  // FP8: 3 mantissa bits
+        for (size_t i = 0; i < full.size(); ++i) ASSERT_NEAR(out[i], full[i], bound) << kv_type_name(type) << " " << i;
+      }
+    }
+  }
+}
+
+TEST(KvEncoding, RowsRoundTripWithinTheTypePrecision) {
+  const int64_t n_head_kv = 3, head_dim = 24;
+  const auto x = random_floats(size_t(n_head_kv * head_dim), 11, 3.0f);
+  for (KvType type : {KvType::F32, KvType::F16, KvType::BF16, KvType::I8, KvType::FP8}) {
+    std::vector<uint8_t> row(size_t(n_head_kv * head_dim * 4));
+    std::vector<float> scales(static_cast<size_t>(n_head_kv)), back(x.size());
+    encode_kv_row(type, x.data(), n_head_kv, head_dim, row.data(), scales.data());
+    decode_kv_row(type, row.data(), scales.data(), n_head_kv, head_dim, back.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double amax = 3.0 * 4;  // generous bound on |x| for these draws
+      const double rel = type == KvType::F32 ? 0 : type == KvType::F16 ? 1e-3 : type == KvType::BF16 ? 8e-3 : 0.07;
+      const double abs_bound = type == KvType::I8 ? amax / 127.0 : rel * std::fabs(x[i]) + 1e-6;
+      EXPECT_NEAR(back[i], x[i], abs_bound) << kv_type_name(type) << " " << i;
+    }
+  }
+  EXPECT_EQ(kv_type_from_name("int8"), KvType::I8);
+  EXPECT_FALSE(kv_type_from_name("int3").has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelIsas, KernelOps, ::testing::ValuesIn(testing::kernel_isas()),
