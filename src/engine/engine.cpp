@@ -52,6 +52,9 @@ struct ActiveRequest {
   Clock::time_point first_scheduled{};
   Clock::time_point first_token{};
   int64_t n_generated = 0;
+  uint64_t request_id = 0;    // as returned by submit(); seq.id is internal and unique per sample
+  int32_t index = 0;          // sample index within the request
+  int32_t forks_pending = 0;  // samples still to fork off once the prompt's logits exist
 };
 
 SchedulingPolicy policy_for(BatchingMode mode) {
@@ -73,6 +76,8 @@ struct Engine::Impl {
   bool step();  // false when there was nothing to run
   void finish(ActiveRequest& r, FinishReason reason, std::string error = {});
   void emit_token(ActiveRequest& r, int32_t id, std::span<const float> logits);
+  void fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children);
+  void send_finished(ActiveRequest& r, FinishReason reason, const std::string& error, int32_t index);
   void publish_stats();
 
   std::shared_ptr<const Model> model;
@@ -88,6 +93,7 @@ struct Engine::Impl {
   // Owned by the step thread.
   std::unordered_map<uint64_t, std::unique_ptr<ActiveRequest>> active;
   uint64_t arrival_counter = 0;
+  uint64_t next_seq_id = 1;
   EngineStats counters;  // monotonic counters, step thread only
 
   // Shared with submit/cancel/stats callers.
@@ -155,9 +161,10 @@ void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string err
   scheduler->remove(&r.seq);
   StreamEvent ev;
   ev.kind = StreamEvent::Kind::Finished;
-  ev.request_id = r.seq.id;
+  ev.request_id = r.request_id;
+  ev.index = r.index;
   ev.finish_reason = reason;
-  ev.error = std::move(error);
+  ev.error = error;
   if (reason == FinishReason::Length || (reason == FinishReason::Stop && !r.stops.stopped())) {
     ev.text = r.stops.push(r.decoder.flush());
     ev.text += r.stops.flush();
@@ -171,11 +178,55 @@ void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string err
   s.queue_seconds = r.seq.ever_scheduled ? seconds_between(r.submitted, r.first_scheduled) : seconds_between(r.submitted, now);
   s.time_to_first_token_seconds = r.n_generated > 0 ? seconds_between(r.submitted, r.first_token) : 0.0;
   s.e2e_seconds = seconds_between(r.submitted, now);
-  const uint64_t id = r.seq.id;
   r.on_event(ev);
-  active.erase(id);  // destroys r
+  // Samples that were never forked (the request ended before its prompt was computed) end the same way.
+  for (int32_t i = 1; i <= r.forks_pending; ++i) send_finished(r, reason, error, r.index + i);
+  const int64_t n_ended = 1 + r.forks_pending;
+  active.erase(r.seq.id);  // destroys r
   std::lock_guard lock(mutex);
-  if (--n_live == 0) idle.notify_all();
+  n_live -= size_t(n_ended);
+  if (n_live == 0) idle.notify_all();
+}
+
+void Engine::Impl::send_finished(ActiveRequest& r, FinishReason reason, const std::string& error, int32_t index) {
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::Finished;
+  ev.request_id = r.request_id;
+  ev.index = index;
+  ev.finish_reason = reason;
+  ev.error = error;
+  ev.stats.n_prompt_tokens = r.seq.n_prompt;
+  ev.stats.e2e_seconds = seconds_between(r.submitted, Clock::now());
+  r.on_event(ev);
+}
+
+void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children) {
+  for (int32_t i = 1; i <= parent.forks_pending; ++i) {
+    Request request = parent.request;
+    request.sampling.seed += uint64_t(i);
+    auto child = std::make_unique<ActiveRequest>(std::move(request), parent.on_event, model->tokenizer());
+    child->request_id = parent.request_id;
+    child->index = parent.index + i;
+    child->submitted = parent.submitted;
+    child->first_scheduled = parent.first_scheduled;
+    Sequence& s = child->seq;
+    s.id = next_seq_id++;
+    s.priority = parent.seq.priority;
+    s.arrival = parent.seq.arrival;
+    s.tokens = parent.seq.tokens;
+    s.n_prompt = parent.seq.n_prompt;
+    s.max_len = parent.seq.max_len;
+    s.n_computed = parent.seq.n_computed;
+    s.block_table = parent.seq.block_table;
+    s.block_hashes = parent.seq.block_hashes;
+    s.n_cached_prompt_tokens = parent.seq.n_cached_prompt_tokens;
+    s.ever_scheduled = true;
+    for (int32_t block : s.block_table) blocks->share(block);
+    scheduler->add_running(&s);
+    children.push_back(child.get());
+    active.emplace(s.id, std::move(child));
+  }
+  parent.forks_pending = 0;
 }
 
 void Engine::Impl::emit_token(ActiveRequest& r, int32_t id, std::span<const float> logits) {
@@ -189,7 +240,8 @@ void Engine::Impl::emit_token(ActiveRequest& r, int32_t id, std::span<const floa
   ++r.n_generated;
   StreamEvent ev;
   ev.kind = StreamEvent::Kind::Token;
-  ev.request_id = r.seq.id;
+  ev.request_id = r.request_id;
+  ev.index = r.index;
   ev.token = id;
   ev.text = r.stops.push(r.decoder.push(id));
   if (r.request.logprobs || r.request.top_logprobs > 0) {
@@ -233,6 +285,7 @@ bool Engine::Impl::step() {
     std::lock_guard lock(mutex);
     for (auto& r : inbox) {
       r->seq.arrival = ++arrival_counter;
+      r->seq.id = next_seq_id++;
       scheduler->add(&r->seq, r->submitted);
       const uint64_t id = r->seq.id;
       active.emplace(id, std::move(r));
@@ -246,7 +299,7 @@ bool Engine::Impl::step() {
   }
   std::vector<ActiveRequest*> expired, cancelled;
   for (auto& [id, r] : active) {
-    if (to_cancel.count(id)) cancelled.push_back(r.get());
+    if (to_cancel.count(r->request_id)) cancelled.push_back(r.get());
     else if (r->request.deadline && *r->request.deadline <= now) expired.push_back(r.get());
   }
   for (ActiveRequest* r : cancelled) finish(*r, FinishReason::Cancelled);
@@ -289,8 +342,12 @@ bool Engine::Impl::step() {
       finish(r, FinishReason::Error, "non-finite logits");
       continue;
     }
-    const SampledToken t = r.sampler.sample(row_logits, r.seq.tokens);
-    emit_token(r, t.id, row_logits);
+    std::vector<ActiveRequest*> samples{&r};
+    if (r.forks_pending > 0) fork(r, samples);
+    for (ActiveRequest* sample : samples) {
+      const SampledToken t = sample->sampler.sample(row_logits, sample->seq.tokens);
+      emit_token(*sample, t.id, row_logits);
+    }
   }
 
   StepStats st;
@@ -334,6 +391,7 @@ void Engine::Impl::loop() {
     std::lock_guard lock(mutex);
     for (auto& r : inbox) {
       r->seq.arrival = ++arrival_counter;
+      r->seq.id = next_seq_id++;
       scheduler->add(&r->seq, r->submitted);
       const uint64_t id = r->seq.id;
       active.emplace(id, std::move(r));
@@ -359,6 +417,7 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
   }
   if (const std::string problem = validate(request.sampling); !problem.empty()) fail("{}", problem);
   if (request.top_logprobs < 0 || request.top_logprobs > 20) fail("top_logprobs must be in 0..20");
+  if (request.n < 1 || request.n > 128) fail("n must be in 1..128");
   const auto n_prompt = int64_t(request.prompt.size());
   if (n_prompt >= m.n_ctx) {
     fail("the prompt has {} tokens but the context holds {} (prompt and at least one generated token)", n_prompt,
@@ -379,23 +438,27 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
   r->seq.tokens = r->request.prompt;
   r->seq.n_prompt = n_prompt;
   r->seq.max_len = max_len;
+  r->forks_pending = r->request.n - 1;
   uint64_t id;
   {
     std::lock_guard lock(m.mutex);
     if (m.stopping) fail("the engine is shutting down");
     id = m.next_id++;
-    r->seq.id = id;
+    r->request_id = id;
     if (r->request.sampling.max_tokens == 0) {
-      // Nothing to generate: finish at once, without touching the cache.
-      StreamEvent ev;
-      ev.kind = StreamEvent::Kind::Finished;
-      ev.request_id = id;
-      ev.finish_reason = FinishReason::Length;
-      ev.stats.n_prompt_tokens = n_prompt;
-      r->on_event(ev);
+      // Nothing to generate: every sample finishes at once, without touching the cache.
+      for (int32_t i = 0; i < r->request.n; ++i) {
+        StreamEvent ev;
+        ev.kind = StreamEvent::Kind::Finished;
+        ev.request_id = id;
+        ev.index = i;
+        ev.finish_reason = FinishReason::Length;
+        ev.stats.n_prompt_tokens = n_prompt;
+        r->on_event(ev);
+      }
       return id;
     }
-    ++m.n_live;
+    m.n_live += size_t(r->request.n);
     m.inbox.push_back(std::move(r));
   }
   m.wake.notify_one();

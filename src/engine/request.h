@@ -31,6 +31,9 @@ struct Request {
   int32_t top_logprobs = 0;     // how many alternatives to report per token (0..20)
   bool logprobs = false;        // report the sampled token's log-probability
   bool capture_logits = false;  // attach the raw logits row to each token event (tests, debugging)
+  // Samples of the same prompt. The prompt is computed once; then the sequence forks into n sequences that
+  // share its KV blocks (copy-on-write). Sample i uses seed + i. Each sample ends with its own Finished event.
+  int32_t n = 1;
 };
 
 struct TokenLogprob {
@@ -53,6 +56,7 @@ struct StreamEvent {
   enum class Kind { Token, Finished };
   Kind kind = Kind::Token;
   uint64_t request_id = 0;
+  int32_t index = 0;  // which of the request's n samples
   // Kind::Token: the sampled token and the text it completes (valid UTF-8, stop strings held back/excluded;
   // may be empty while a multi-byte character or a possible stop string is pending).
   int32_t token = -1;

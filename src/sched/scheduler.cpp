@@ -37,6 +37,12 @@ void Scheduler::add(Sequence* seq, std::chrono::steady_clock::time_point now) {
   insert_waiting(seq);
 }
 
+void Scheduler::add_running(Sequence* seq) {
+  seq->status = SeqStatus::Running;
+  seq->admitted = ++admit_counter_;
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, running_before), seq);
+}
+
 void Scheduler::free_blocks(Sequence* seq) {
   // Release in reverse so a sequence's tail blocks are evicted before its (more shareable) head blocks.
   for (auto it = seq->block_table.rbegin(); it != seq->block_table.rend(); ++it) blocks_.release(*it);

@@ -48,6 +48,9 @@ class Scheduler {
   Scheduler(BlockManager& blocks, SchedulerOptions options);
 
   void add(Sequence* seq, std::chrono::steady_clock::time_point now);
+  // Adds a sequence that already holds computed tokens and (shared) blocks straight to the running set: the
+  // forks of a request with n > 1 samples. Writing into a shared partial block triggers a copy (StepPlan::copies).
+  void add_running(Sequence* seq);
   // Removes a sequence wherever it is and frees its blocks (finished, cancelled, expired).
   void remove(Sequence* seq);
   StepPlan schedule(std::chrono::steady_clock::time_point now);

@@ -316,6 +316,42 @@ TEST(Engine, SeededSamplingIsReproducibleAcrossBatches) {
   expect_no_leaks(engine);
 }
 
+TEST(Engine, SamplesOfOnePromptForkAndMatchSeparateRuns) {
+  // n = 3 samples share the prompt's blocks (copy-on-write); sample i must equal a lone run with seed + i.
+  Request r = greedy_request(kPrompts[3], 30);
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = 77;
+  r.sampling.has_seed = true;
+  r.n = 3;
+  EngineOptions o = small_options();
+  o.kv_block_size = 16;  // the prompt ends inside a block, so the forks must copy it before writing
+  Engine engine(model(), o);
+  std::mutex mutex;
+  std::map<int32_t, std::vector<int32_t>> tokens;
+  std::map<int32_t, FinishReason> reasons;
+  std::promise<void> done;
+  engine.submit(r, [&](const StreamEvent& ev) {
+    std::lock_guard lock(mutex);
+    if (ev.kind == StreamEvent::Kind::Token) {
+      tokens[ev.index].push_back(ev.token);
+    } else {
+      reasons[ev.index] = ev.finish_reason;
+      if (reasons.size() == 3) done.set_value();
+    }
+  });
+  done.get_future().wait();
+  ASSERT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
+  EXPECT_EQ(engine.stats().n_computed_tokens, r.prompt.size() + 3 * 29) << "the prompt is computed once";
+  for (int32_t i = 0; i < 3; ++i) {
+    Request alone = r;
+    alone.n = 1;
+    alone.sampling.seed = 77 + uint64_t(i);
+    EXPECT_EQ(tokens[i], run_alone(alone).tokens) << "sample " << i;
+  }
+  EXPECT_NE(tokens[0], tokens[1]);
+  expect_no_leaks(engine);
+}
+
 TEST(Engine, StopStringsEndGenerationAndAreNotReturned) {
   const Outcome free_run = run_alone(greedy_request("Once upon a time", 40));
   ASSERT_NE(free_run.text.find("Lily"), std::string::npos);

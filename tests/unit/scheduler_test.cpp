@@ -135,6 +135,36 @@ TEST(Scheduler, PrefixReuseStartsAtTheCachedBlocks) {
   EXPECT_EQ(b.n_cached_prompt_tokens, 8);
 }
 
+TEST(Scheduler, ForkedSequencesShareBlocksAndCopyOnWrite) {
+  BlockManager bm(16, 4, true);
+  Scheduler sched(bm, {.max_batched_tokens = 64, .max_seqs = 4});
+  Sequence a = make_seq(1, 6, 10);  // blocks: one full (4 tokens), one partial (2 of 4)
+  const auto now = Clock::now();
+  sched.add(&a, now);
+  execute(sched, sched.schedule(now));
+  ASSERT_EQ(a.block_table, (std::vector<int32_t>{0, 1}));
+  // Fork b from a after the prompt: same tokens (a's sampled token replaced by b's own), shared blocks.
+  Sequence b = a;
+  b.id = 2;
+  b.tokens.back() = 8;
+  for (int32_t block : b.block_table) bm.share(block);
+  sched.add_running(&b);
+  EXPECT_EQ(bm.ref_count(1), 2);
+  StepPlan p = sched.schedule(now);
+  // Both write position 6, inside shared block 1: the first to run copies it, the second then owns block 1.
+  ASSERT_EQ(p.copies.size(), 1u);
+  EXPECT_EQ(p.copies[0].from, 1);
+  EXPECT_EQ(p.copies[0].to, 2);
+  EXPECT_EQ(p.copies[0].n_positions, 2);
+  EXPECT_EQ(a.block_table, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(b.block_table, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(bm.ref_count(0), 2);  // the full prompt block stays shared
+  EXPECT_EQ(bm.ref_count(1), 1);
+  sched.remove(&a);
+  sched.remove(&b);
+  EXPECT_EQ(bm.n_free(), 16);
+}
+
 TEST(Scheduler, StaticBatchRunsToCompletionBeforeNewRequests) {
   BlockManager bm(32, 4, true);
   Scheduler sched(bm, {.max_batched_tokens = 64, .max_seqs = 2, .policy = SchedulingPolicy::Static, .batch_size = 2});
