@@ -17,6 +17,7 @@ using kernels::KernelType;
 // one call only read it.
 struct ActScratch {
   std::vector<int8_t> q;
+  std::vector<int8_t> q_abs;
   std::vector<float> scale;
   std::vector<float> block_sum;
   std::vector<int16_t> sum16;
@@ -95,18 +96,19 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     const size_t nt = static_cast<size_t>(n_tokens);
     const size_t nb = static_cast<size_t>(w.n_in / 32);
     int8_t* q = grow(scratch.q, nt * static_cast<size_t>(w.n_in));
+    int8_t* q_abs = grow(scratch.q_abs, nt * static_cast<size_t>(w.n_in));
     float* scale = grow(scratch.scale, nt * (per_row ? 1 : nb));
     float* block_sum = grow(scratch.block_sum, nt * nb);
     int16_t* sum16 = grow(scratch.sum16, nt * nb * 2);
     // Quantizing is ~1% of the matmul's work; only large batches are worth a parallel region of their own.
     if (n_tokens * w.n_in >= (int64_t{1} << 16) && pool.size() > 1) {
       pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-        quant_fn(x, w.n_in, begin, end, per_row, q, scale, block_sum, sum16);
+        quant_fn(x, w.n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16);
       });
     } else {
-      quant_fn(x, w.n_in, 0, n_tokens, per_row, q, scale, block_sum, sum16);
+      quant_fn(x, w.n_in, 0, n_tokens, per_row, q, q_abs, scale, block_sum, sum16);
     }
-    args.xq = kernels::QuantizedActs{q, scale, block_sum, sum16};
+    args.xq = kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16};
   }
   pool.parallel_for(w.n_out, [&](int64_t begin, int64_t end) { rows_fn(args, begin, end); });
 }

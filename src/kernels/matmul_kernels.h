@@ -12,6 +12,7 @@ namespace tessera::kernels {
 // scale each (for I8 weights: one scale for the whole row, in scale[0]).
 struct QuantizedActs {
   const int8_t* q = nullptr;         // [n_tokens, n_in]
+  const int8_t* q_abs = nullptr;     // [n_tokens, n_in] |q|: the unsigned operand of maddubs, shared by all rows
   const float* scale = nullptr;      // [n_tokens, n_in / 32]
   const float* block_sum = nullptr;  // [n_tokens, n_in / 32] scale * Σq over the block (Q4_K mins)
   const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Q6_K's -32 offset)
@@ -40,18 +41,19 @@ using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t
 // Quantizes tokens [t_begin, t_end) of x into acts (whose pointers address writable scratch). per_row: one
 // scale per token (I8 weights) instead of one per block of 32.
 using QuantizeActsFn = void (*)(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row,
-                                int8_t* q, float* scale, float* block_sum, int16_t* sum16);
+                                int8_t* q, int8_t* q_abs, float* scale, float* block_sum,
+                                int16_t* sum16);
 
 namespace avx2 {
 void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                   float* scale, float* block_sum, int16_t* sum16);
+                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16);
 }  // namespace avx2
 
 namespace avx512 {
 void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                   float* scale, float* block_sum, int16_t* sum16);
+                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16);
 }  // namespace avx512
 
 }  // namespace tessera::kernels

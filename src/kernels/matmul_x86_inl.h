@@ -20,6 +20,17 @@ inline float half_to_float(const uint8_t* p) {
 // Loops over a tile's tokens and rows must be unrolled so that accumulators live in registers.
 #define UNROLL _Pragma("GCC unroll 16")
 
+// static_for<N>(f) calls f(std::integral_constant<int, i>) for i = 0..N-1, unrolled before any optimization
+// pass runs: at -O2 GCC scalarizes a tile's accumulator array into registers only when every index is a
+// constant from the start (with UNROLL loops it keeps a copy in memory and stores it on every block).
+#define TESSERA_INLINE __attribute__((always_inline))
+template <int N, typename F>
+TESSERA_INLINE inline void static_for(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) TESSERA_INLINE {
+    (f(std::integral_constant<int, I>{}), ...);
+  }(std::make_integer_sequence<int, N>{});
+}
+
 // Weight rows are short streams (2 KiB for a 2048-wide Q8_0 row), interleaved NR at a time, which the hardware
 // prefetchers pick up late; asking for the data ~1 KiB ahead keeps decode near memory bandwidth. Prefetching
 // past a row's end is harmless.
@@ -65,11 +76,12 @@ inline __m256i quantize32(const float* x, __m256 mul, __m256i i[4]) {
 // ---- activation quantization --------------------------------------------------------------------------------
 
 void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                        float* scale, float* block_sum, int16_t* sum16) {
+                        int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16) {
   const int64_t nb = n_in / 32;
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* xt = x + t * n_in;
     int8_t* qt = q + t * n_in;
+    int8_t* at = q_abs + t * n_in;
     __m256i iv[4];
     if (per_row) {
       __m256 vmax = _mm256_setzero_ps();
@@ -80,8 +92,15 @@ void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t
       const float d = amax / 127.0f;
       const float inv = d > 0.0f ? 1.0f / d : 0.0f;
       const __m256 mul = _mm256_set1_ps(inv);
-      for (i = 0; i + 32 <= n_in; i += 32) _mm256_storeu_si256((__m256i*)(qt + i), quantize32(xt + i, mul, iv));
-      for (; i < n_in; ++i) qt[i] = static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(xt[i] * inv)));
+      for (i = 0; i + 32 <= n_in; i += 32) {
+        const __m256i qv = quantize32(xt + i, mul, iv);
+        _mm256_storeu_si256((__m256i*)(qt + i), qv);
+        _mm256_storeu_si256((__m256i*)(at + i), _mm256_abs_epi8(qv));
+      }
+      for (; i < n_in; ++i) {
+        qt[i] = static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(xt[i] * inv)));
+        at[i] = static_cast<int8_t>(qt[i] < 0 ? -qt[i] : qt[i]);
+      }
       scale[t] = d;
       continue;
     }
@@ -92,7 +111,9 @@ void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t
       const float amax = hmax(vmax);
       const float d = amax / 127.0f;
       const float inv = d > 0.0f ? 1.0f / d : 0.0f;
-      _mm256_storeu_si256((__m256i*)(qt + b * 32), quantize32(xb, _mm256_set1_ps(inv), iv));
+      const __m256i qv = quantize32(xb, _mm256_set1_ps(inv), iv);
+      _mm256_storeu_si256((__m256i*)(qt + b * 32), qv);
+      _mm256_storeu_si256((__m256i*)(at + b * 32), _mm256_abs_epi8(qv));
       const int32_t s0 = hsum_epi32(_mm256_add_epi32(iv[0], iv[1]));
       const int32_t s1 = hsum_epi32(_mm256_add_epi32(iv[2], iv[3]));
       scale[t * nb + b] = d;
@@ -110,6 +131,9 @@ void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t
 struct TileCtx {
   const MatmulArgs& a;
   int64_t t0, r0;
+  // Q8_0 / Q4_0 in batches: the tile's weight block scales as fp32, row r at wd + r * wd_stride; null at decode.
+  const float* wd = nullptr;
+  int64_t wd_stride = 0;
   const uint8_t* wrow(int r) const { return a.w + static_cast<size_t>(r0 + r) * a.row_bytes; }
   float& out(int t, int r) const { return a.y[(t0 + t) * a.n_out + r0 + r]; }
 };
@@ -131,51 +155,73 @@ struct Q4_0Block {
   }
 };
 
-// Signed × signed bytes through an unsigned × signed product: |w| · (x with w's sign).
+// Signed × signed bytes through an unsigned × signed product: |x| · (w with x's sign). |x| comes precomputed
+// with the activations (QuantizedActs::q_abs), so per (token, row) and block the integer part is one vpsignb
+// (x read from L1 as its memory operand) and dot_u8s8. That is the floor with AVX2: the sign has to meet both
+// operands; taking |w| instead (the other way round) adds an abs per row and block and measured 8-25% slower
+// on Zen 3, where vpsignb, vpmaddubsw, vpmaddwd and vcvtdq2ps compete for the same two pipes. Weights must lie in [-127, 127] (w = -128 with a negative x would wrap), which the
+// Q8_0 quantizer guarantees (round(x / (amax / 127))) and Q4_0's [-8, 7] trivially.
+//
+// Every element, in every tile shape, runs acc = fma(float(Σ_block q_w·q_x), d_w · d_x, acc) over the blocks
+// in order, lane j of the block sum covering bytes 4j..4j+3, and then hsum(acc): the scale product is one
+// fp32 multiply whether it is formed as a scalar (decode) or eight at a time (batches), so both give the
+// same bits.
 template <typename Block, int NT, int NR>
-void tile_block32(const TileCtx& c) {
+__attribute__((noinline, flatten)) void tile_block32(const TileCtx& c) {
   const int64_t nb = c.a.n_in / 32;
   __m256 acc[NT][NR];
-  UNROLL
-  for (int t = 0; t < NT; ++t)
-    UNROLL
-    for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
   const uint8_t* wr[NR];
-  UNROLL
-  for (int r = 0; r < NR; ++r) wr[r] = c.wrow(r);
   const int8_t* xq[NT];
+  const int8_t* xa[NT];
   const float* xd[NT];
-  UNROLL
-  for (int t = 0; t < NT; ++t) {
+  static_for<NR>([&](auto r) { wr[r] = c.wrow(r); });
+  static_for<NT>([&](auto t) {
     xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
+    xa[t] = c.a.xq.q_abs + (c.t0 + t) * c.a.n_in;
     xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i ws[NR], wa[NR];
-    float wd[NR];
-    UNROLL
-    for (int r = 0; r < NR; ++r) {
+    static_for<NR>([&](auto r) { acc[t][r] = _mm256_setzero_ps(); });
+  });
+  // One block for all pairs of the tile, with the scale products taken from sc[(t * NR + r) * stride].
+  auto block = [&](int64_t b, const float* sc, int stride) TESSERA_INLINE {
+    __m256i w[NR];
+    static_for<NR>([&](auto r) {
       const uint8_t* blk = wr[r] + b * Block::kBytes;
       prefetch(blk + kPrefetchBytes);
-      ws[r] = Block::load(blk);
-      wa[r] = _mm256_abs_epi8(ws[r]);
-      wd[r] = half_to_float(blk);
-    }
-    UNROLL
-    for (int t = 0; t < NT; ++t) {
+      w[r] = Block::load(blk);
+    });
+    static_for<NT>([&](auto t) {
       const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
-      const float d = xd[t][b];
-      UNROLL
-      for (int r = 0; r < NR; ++r) {
-        const __m256i p = dot_u8s8(wa[r], _mm256_sign_epi8(xv, ws[r]));
-        acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wd[r] * d), acc[t][r]);
-      }
+      const __m256i av = _mm256_loadu_si256((const __m256i*)(xa[t] + b * 32));
+      static_for<NR>([&](auto r) {
+        const __m256i p = dot_u8s8(av, _mm256_sign_epi8(w[r], xv));
+        acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + (t * NR + r) * stride), acc[t][r]);
+      });
+    });
+  };
+  int64_t b = 0;
+  if (c.wd != nullptr) {
+    // Batches: the products for 8 blocks at once, one vmulps per pair, read back by broadcast loads (load
+    // ports only) instead of a scalar multiply and a shuffle per pair and block.
+    for (; b + 8 <= nb; b += 8) {
+      alignas(32) float prod[NT * NR][8];
+      static_for<NT>([&](auto t) {
+        const __m256 dx = _mm256_loadu_ps(xd[t] + b);
+        static_for<NR>([&](auto r) {
+          _mm256_store_ps(prod[t * NR + r], _mm256_mul_ps(_mm256_loadu_ps(c.wd + r * c.wd_stride + b), dx));
+        });
+      });
+      for (int j = 0; j < 8; ++j) block(b + j, &prod[0][j], 8);
     }
   }
-  UNROLL
-  for (int t = 0; t < NT; ++t)
-    UNROLL
-    for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]);
+  for (; b < nb; ++b) {
+    float sc[NT * NR];
+    static_for<NR>([&](auto r) {
+      const float wd = half_to_float(wr[r] + b * Block::kBytes);
+      static_for<NT>([&](auto t) { sc[t * NR + r] = wd * xd[t][b]; });
+    });
+    block(b, sc, 1);
+  }
+  static_for<NT>([&](auto t) { static_for<NR>([&](auto r) { c.out(t, r) = hsum(acc[t][r]); }); });
 }
 
 // Q4_K's 12 scale bytes hold eight 6-bit scales and eight 6-bit mins. Bytes 0-3: scales 0-3 (low 6 bits),
@@ -351,46 +397,51 @@ void tile_q6_k(const TileCtx& c) {
 
 // Tessera INT8: int8 rows with one fp32 scale per row; activations carry one scale per token, so the whole
 // row reduces in exact int32 arithmetic and is scaled once.
+// The register-tile loop on its own (noinline), accumulators stored to `lanes` at the end: with the reduction
+// in the same function GCC at -O2 spills half of the accumulators inside the loop.
+template <int NT, int NR>
+__attribute__((noinline, flatten)) void i8_loop(const int8_t* const* xq, const int8_t* const* xa, const int8_t* const* wr,
+                                        int64_t nc, int32_t (*lanes)[8]) {
+  __m256i acc[NT][NR];
+  static_for<NT>([&](auto t) { static_for<NR>([&](auto r) { acc[t][r] = _mm256_setzero_si256(); }); });
+  for (int64_t i = 0; i < nc; ++i) {
+    __m256i w[NR];
+    static_for<NR>([&](auto r) {
+      prefetch(reinterpret_cast<const uint8_t*>(wr[r] + i * 32) + kPrefetchBytes);
+      w[r] = _mm256_loadu_si256((const __m256i*)(wr[r] + i * 32));
+    });
+    static_for<NT>([&](auto t) {
+      const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + i * 32));
+      const __m256i av = _mm256_loadu_si256((const __m256i*)(xa[t] + i * 32));
+      static_for<NR>([&](auto r) { acc[t][r] = _mm256_add_epi32(acc[t][r], dot_u8s8(av, _mm256_sign_epi8(w[r], xv))); });
+    });
+  }
+  static_for<NT>([&](auto t) {
+    static_for<NR>([&](auto r) { _mm256_store_si256((__m256i*)lanes[t * NR + r], acc[t][r]); });
+  });
+}
+
 template <int NT, int NR>
 void tile_i8(const TileCtx& c) {
   const int64_t n = c.a.n_in, nc = n / 32;
-  __m256i acc[NT][NR];
-  UNROLL
-  for (int t = 0; t < NT; ++t)
-    UNROLL
-    for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_si256();
   const int8_t* xq[NT];
-  UNROLL
-  for (int t = 0; t < NT; ++t) xq[t] = c.a.xq.q + (c.t0 + t) * n;
   const int8_t* wr[NR];
-  UNROLL
-  for (int r = 0; r < NR; ++r) wr[r] = reinterpret_cast<const int8_t*>(c.wrow(r));
-  for (int64_t i = 0; i < nc; ++i) {
-    __m256i ws[NR], wa[NR];
-    UNROLL
-    for (int r = 0; r < NR; ++r) {
-      prefetch(reinterpret_cast<const uint8_t*>(wr[r] + i * 32) + kPrefetchBytes);
-      ws[r] = _mm256_loadu_si256((const __m256i*)(wr[r] + i * 32));
-      wa[r] = _mm256_abs_epi8(ws[r]);
-    }
-    UNROLL
-    for (int t = 0; t < NT; ++t) {
-      const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + i * 32));
-      UNROLL
-      for (int r = 0; r < NR; ++r)
-        acc[t][r] = _mm256_add_epi32(acc[t][r], dot_u8s8(wa[r], _mm256_sign_epi8(xv, ws[r])));
-    }
-  }
-  UNROLL
-  for (int t = 0; t < NT; ++t) {
-    UNROLL
-    for (int r = 0; r < NR; ++r) {
-      int64_t sum = hsum_epi32(acc[t][r]);
+  static_for<NR>([&](auto r) { wr[r] = reinterpret_cast<const int8_t*>(c.wrow(r)); });
+  const int8_t* xa[NT];
+  static_for<NT>([&](auto t) {
+    xq[t] = c.a.xq.q + (c.t0 + t) * n;
+    xa[t] = c.a.xq.q_abs + (c.t0 + t) * n;
+  });
+  alignas(32) int32_t lanes[NT * NR][8];
+  i8_loop<NT, NR>(xq, xa, wr, nc, lanes);
+  static_for<NT>([&](auto t) {
+    static_for<NR>([&](auto r) {
+      int64_t sum = hsum_epi32(_mm256_load_si256((const __m256i*)lanes[t * NR + r]));
       for (int64_t i = nc * 32; i < n; ++i) sum += static_cast<int32_t>(wr[r][i]) * xq[t][i];
       const float s = c.a.row_scales[c.r0 + r] * c.a.xq.scale[c.t0 + t];
       c.out(t, r) = static_cast<float>(sum) * s;
-    }
-  }
+    });
+  });
 }
 
 // Float weights: 8 values converted to fp32 per step, FMA with fp32 activations.
@@ -475,11 +526,20 @@ void tile(const TileCtx& c) {
 }
 
 template <int NT>
-void tiles_for_tokens(const MatmulArgs& a, int64_t t0, int64_t r_begin, int64_t r_end) {
+void tiles_for_tokens(const MatmulArgs& a, int64_t t0, int64_t r_begin, int64_t r_end, const float* wd,
+                      int64_t wd_stride) {
   constexpr int kNR = rows_per_tile(NT);
+  // wd covers rows from r_begin on.
+  auto ctx = [&](int64_t r) { return TileCtx{a, t0, r, wd ? wd + (r - r_begin) * wd_stride : nullptr, wd_stride}; };
   int64_t r = r_begin;
-  for (; r + kNR <= r_end; r += kNR) tile<NT, kNR>(TileCtx{a, t0, r});
-  for (; r < r_end; ++r) tile<NT, 1>(TileCtx{a, t0, r});
+  for (; r + kNR <= r_end; r += kNR) tile<NT, kNR>(ctx(r));
+  for (; r < r_end; ++r) tile<NT, 1>(ctx(r));
+}
+
+// Q8_0 / Q4_0 blocks start with an fp16 scale. In batches the scales of a chunk's rows are converted once,
+// for all of its token tiles.
+inline int block32_bytes(KernelType type) {
+  return type == KernelType::Q8_0 ? Q8_0Block::kBytes : type == KernelType::Q4_0 ? Q4_0Block::kBytes : 0;
 }
 
 void matmul_rows_impl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
@@ -487,14 +547,28 @@ void matmul_rows_impl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   // are read from memory once per call, the (smaller) activations once per chunk from cache.
   int64_t chunk = static_cast<int64_t>(48 * 1024 / (a.row_bytes + 1)) / 4 * 4;
   chunk = chunk < 4 ? 4 : chunk > 256 ? 256 : chunk;
+  const int block_bytes = block32_bytes(a.type);
+  const int64_t nb = a.n_in / 32;
+  thread_local std::vector<float> wd_scratch;  // grown on demand and kept: steady state allocates nothing
+  float* wd = nullptr;
+  if (block_bytes != 0 && a.n_tokens > 1) {
+    if (wd_scratch.size() < static_cast<size_t>(chunk * nb)) wd_scratch.resize(static_cast<size_t>(chunk * nb));
+    wd = wd_scratch.data();
+  }
   for (int64_t rc = row_begin; rc < row_end; rc += chunk) {
     const int64_t rce = rc + chunk < row_end ? rc + chunk : row_end;
+    if (wd != nullptr) {
+      for (int64_t r = rc; r < rce; ++r) {
+        const uint8_t* row = a.w + static_cast<size_t>(r) * a.row_bytes;
+        for (int64_t b = 0; b < nb; ++b) wd[(r - rc) * nb + b] = half_to_float(row + b * block_bytes);
+      }
+    }
     int64_t t = 0;
-    for (; t + kTileTokens <= a.n_tokens; t += kTileTokens) tiles_for_tokens<kTileTokens>(a, t, rc, rce);
+    for (; t + kTileTokens <= a.n_tokens; t += kTileTokens) tiles_for_tokens<kTileTokens>(a, t, rc, rce, wd, nb);
     switch (a.n_tokens - t) {
-      case 3: tiles_for_tokens<3>(a, t, rc, rce); break;
-      case 2: tiles_for_tokens<2>(a, t, rc, rce); break;
-      case 1: tiles_for_tokens<1>(a, t, rc, rce); break;
+      case 3: tiles_for_tokens<3>(a, t, rc, rce, wd, nb); break;
+      case 2: tiles_for_tokens<2>(a, t, rc, rce, wd, nb); break;
+      case 1: tiles_for_tokens<1>(a, t, rc, rce, wd, nb); break;
       default: break;
     }
   }

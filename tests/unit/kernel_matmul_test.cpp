@@ -2,6 +2,7 @@
 // data, and the batch-invariance contract checked bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/thread_pool.h"
@@ -88,6 +89,37 @@ TEST_P(KernelMatmul, BatchInvariant) {
             << tensor_type_name(type) << " at " << isa_name(isa) << ": token " << first + t << " in a batch of " << n
             << " with " << pool->size() << " threads";
       }
+    }
+  }
+}
+
+// Enough rows for several row chunks (batched Q8_0 / Q4_0 convert each chunk's block scales once) with one and
+// two threads, K with a tail after whole groups of 8 blocks: batched results equal single-token ones bit for
+// bit and stay within the reference bound.
+TEST_P(KernelMatmul, BatchInvariantAcrossRowChunks) {
+  const auto [type, isa] = GetParam();
+  TESSERA_SKIP_IF_UNSUPPORTED(isa);
+  if (!quantizes_activations(type)) GTEST_SKIP() << "covered by BatchInvariant";
+  const int64_t n_in = traits(type).block_elements == 256 ? 256 * 5 : 32 * 21, n_out = 301, n_max = 21;
+  const auto w = make_weights(type, n_out, n_in, 21);
+  const auto x = random_floats(size_t(n_max * n_in), 22);
+  ThreadPool one(1), two(2);
+  std::vector<float> alone(size_t(n_max * n_out)), y(alone.size()), y_ref(alone.size());
+  for (int64_t t = 0; t < n_max; ++t) matmul(w.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+  matmul_reference(w.view, x.data(), n_max, y_ref.data(), one);
+  for (int64_t t = 0; t < n_max; ++t) {
+    for (int64_t o = 0; o < n_out; ++o) {
+      ASSERT_NEAR(alone[t * n_out + o], y_ref[t * n_out + o],
+                  error_bound(type, &w.dequantized[o * n_in], &x[t * n_in], n_in));
+    }
+  }
+  for (ThreadPool* pool : {&one, &two}) {
+    for (int64_t n : {2, 3, 4, 5, 8, 13, 16, 21}) {
+      std::fill(y.begin(), y.end(), 0.0f);
+      matmul(w.view, x.data(), n, y.data(), *pool, isa);
+      ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * size_t(n * n_out)))
+          << tensor_type_name(type) << " at " << isa_name(isa) << ", batch of " << n << " with " << pool->size()
+          << " threads";
     }
   }
 }
