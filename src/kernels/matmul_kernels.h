@@ -12,7 +12,7 @@ namespace tessera::kernels {
 // scale each (for I8 weights: one scale for the whole row, in scale[0]).
 struct QuantizedActs {
   const int8_t* q = nullptr;         // [n_tokens, n_in]
-  const int8_t* q_abs = nullptr;     // [n_tokens, n_in] |q|: the unsigned operand of maddubs, shared by all rows
+  const int8_t* q_abs = nullptr;     // [n_tokens, n_in] |q|: maddubs' unsigned operand for batched Q8_0 / Q4_0
   const float* scale = nullptr;      // [n_tokens, n_in / 32]
   const float* block_sum = nullptr;  // [n_tokens, n_in / 32] scale * Σq over the block (Q4_K mins)
   const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Q6_K's -32 offset)

@@ -183,17 +183,20 @@ __attribute__((noinline, flatten)) void tile_block32(const TileCtx& c) {
   });
   // One block for all pairs of the tile, with the scale products taken from sc[(t * NR + r) * stride].
   auto block = [&](int64_t b, const float* sc, int stride) TESSERA_INLINE {
-    __m256i w[NR];
+    __m256i w[NR], wa[NR];
     static_for<NR>([&](auto r) {
       const uint8_t* blk = wr[r] + b * Block::kBytes;
       prefetch(blk + kPrefetchBytes);
       w[r] = Block::load(blk);
+      if constexpr (NT == 1) wa[r] = _mm256_abs_epi8(w[r]);
     });
     static_for<NT>([&](auto t) {
       const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
       const __m256i av = _mm256_loadu_si256((const __m256i*)(xa[t] + b * 32));
       static_for<NR>([&](auto r) {
-        const __m256i p = dot_u8s8(av, _mm256_sign_epi8(w[r], xv));
+        // One token (decode, memory-bound): |w|·(x with w's sign), the same integer lanes, which measured
+        // faster there than loading |x|.
+        const __m256i p = NT == 1 ? dot_u8s8(wa[r], _mm256_sign_epi8(xv, w[r])) : dot_u8s8(av, _mm256_sign_epi8(w[r], xv));
         acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + (t * NR + r) * stride), acc[t][r]);
       });
     });
@@ -397,51 +400,46 @@ void tile_q6_k(const TileCtx& c) {
 
 // Tessera INT8: int8 rows with one fp32 scale per row; activations carry one scale per token, so the whole
 // row reduces in exact int32 arithmetic and is scaled once.
-// The register-tile loop on its own (noinline), accumulators stored to `lanes` at the end: with the reduction
-// in the same function GCC at -O2 spills half of the accumulators inside the loop.
-template <int NT, int NR>
-__attribute__((noinline, flatten)) void i8_loop(const int8_t* const* xq, const int8_t* const* xa, const int8_t* const* wr,
-                                        int64_t nc, int32_t (*lanes)[8]) {
-  __m256i acc[NT][NR];
-  static_for<NT>([&](auto t) { static_for<NR>([&](auto r) { acc[t][r] = _mm256_setzero_si256(); }); });
-  for (int64_t i = 0; i < nc; ++i) {
-    __m256i w[NR];
-    static_for<NR>([&](auto r) {
-      prefetch(reinterpret_cast<const uint8_t*>(wr[r] + i * 32) + kPrefetchBytes);
-      w[r] = _mm256_loadu_si256((const __m256i*)(wr[r] + i * 32));
-    });
-    static_for<NT>([&](auto t) {
-      const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + i * 32));
-      const __m256i av = _mm256_loadu_si256((const __m256i*)(xa[t] + i * 32));
-      static_for<NR>([&](auto r) { acc[t][r] = _mm256_add_epi32(acc[t][r], dot_u8s8(av, _mm256_sign_epi8(w[r], xv))); });
-    });
-  }
-  static_for<NT>([&](auto t) {
-    static_for<NR>([&](auto r) { _mm256_store_si256((__m256i*)lanes[t * NR + r], acc[t][r]); });
-  });
-}
-
 template <int NT, int NR>
 void tile_i8(const TileCtx& c) {
   const int64_t n = c.a.n_in, nc = n / 32;
+  __m256i acc[NT][NR];
+  UNROLL
+  for (int t = 0; t < NT; ++t)
+    UNROLL
+    for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_si256();
   const int8_t* xq[NT];
+  UNROLL
+  for (int t = 0; t < NT; ++t) xq[t] = c.a.xq.q + (c.t0 + t) * n;
   const int8_t* wr[NR];
-  static_for<NR>([&](auto r) { wr[r] = reinterpret_cast<const int8_t*>(c.wrow(r)); });
-  const int8_t* xa[NT];
-  static_for<NT>([&](auto t) {
-    xq[t] = c.a.xq.q + (c.t0 + t) * n;
-    xa[t] = c.a.xq.q_abs + (c.t0 + t) * n;
-  });
-  alignas(32) int32_t lanes[NT * NR][8];
-  i8_loop<NT, NR>(xq, xa, wr, nc, lanes);
-  static_for<NT>([&](auto t) {
-    static_for<NR>([&](auto r) {
-      int64_t sum = hsum_epi32(_mm256_load_si256((const __m256i*)lanes[t * NR + r]));
+  UNROLL
+  for (int r = 0; r < NR; ++r) wr[r] = reinterpret_cast<const int8_t*>(c.wrow(r));
+  for (int64_t i = 0; i < nc; ++i) {
+    __m256i ws[NR], wa[NR];
+    UNROLL
+    for (int r = 0; r < NR; ++r) {
+      prefetch(reinterpret_cast<const uint8_t*>(wr[r] + i * 32) + kPrefetchBytes);
+      ws[r] = _mm256_loadu_si256((const __m256i*)(wr[r] + i * 32));
+      wa[r] = _mm256_abs_epi8(ws[r]);
+    }
+    UNROLL
+    for (int t = 0; t < NT; ++t) {
+      const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + i * 32));
+      UNROLL
+      for (int r = 0; r < NR; ++r)
+        acc[t][r] = _mm256_add_epi32(acc[t][r], dot_u8s8(wa[r], _mm256_sign_epi8(xv, ws[r])));
+    }
+  }
+  UNROLL
+  for (int t = 0; t < NT; ++t) {
+    UNROLL
+    for (int r = 0; r < NR; ++r) {
+      int64_t sum = hsum_epi32(acc[t][r]);
       for (int64_t i = nc * 32; i < n; ++i) sum += static_cast<int32_t>(wr[r][i]) * xq[t][i];
       const float s = c.a.row_scales[c.r0 + r] * c.a.xq.scale[c.t0 + t];
       c.out(t, r) = static_cast<float>(sum) * s;
-    });
-  });
+    }
+  }
 }
 
 // Float weights: 8 values converted to fp32 per step, FMA with fp32 activations.
