@@ -1,0 +1,155 @@
+// Sampler and stop strings: each truncation rule, the penalties, seeding, and the empirical distribution.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+
+namespace tessera {
+namespace {
+
+SamplingParams plain(float temperature = 1.0f) {
+  SamplingParams p;
+  p.temperature = temperature;
+  return p;
+}
+
+std::map<int32_t, int> histogram(const SamplingParams& params, const std::vector<float>& logits, int n) {
+  Sampler s(params);
+  std::map<int32_t, int> h;
+  for (int i = 0; i < n; ++i) ++h[s.sample(logits, {}).id];
+  return h;
+}
+
+TEST(Sampler, GreedyTakesTheFirstMaximum) {
+  Sampler s(plain(0.0f));
+  EXPECT_EQ(s.sample(std::vector<float>{1, 5, 5, 2}, {}).id, 1);
+  EXPECT_EQ(s.sample(std::vector<float>{-3, -1, -2}, {}).id, 1);
+}
+
+TEST(Sampler, FollowsTheSoftmaxDistribution) {
+  const std::vector<float> logits{0.0f, 1.0f, 2.0f, -1.0f};
+  double z = 0;
+  for (float l : logits) z += std::exp(l);
+  const int n = 200000;
+  SamplingParams p = plain(1.0f);
+  p.seed = 5;
+  const auto h = histogram(p, logits, n);
+  for (int32_t id = 0; id < 4; ++id) {
+    const double expected = std::exp(logits[size_t(id)]) / z;
+    const double got = double(h.count(id) ? h.at(id) : 0) / n;
+    EXPECT_NEAR(got, expected, 4 * std::sqrt(expected * (1 - expected) / n)) << id;
+  }
+}
+
+TEST(Sampler, TemperatureSharpensAndFlattens) {
+  const std::vector<float> logits{0.0f, 1.0f};
+  SamplingParams cold = plain(0.25f), hot = plain(4.0f);
+  const auto hc = histogram(cold, logits, 20000), hh = histogram(hot, logits, 20000);
+  EXPECT_GT(hc.at(1), 19000);                        // e^4 : 1
+  EXPECT_NEAR(double(hh.at(1)) / 20000, 0.562, 0.02);  // e^0.25 / (1 + e^0.25)
+}
+
+TEST(Sampler, TopKTopPAndMinPTruncate) {
+  const std::vector<float> logits{3.0f, 2.9f, 0.0f, -5.0f, 2.8f};
+  SamplingParams k = plain();
+  k.top_k = 2;
+  for (const auto& [id, count] : histogram(k, logits, 5000)) EXPECT_TRUE(id == 0 || id == 1) << id;
+
+  // Probabilities ~ [0.357, 0.323, 0.018, 0.0002, 0.292]: top_p 0.6 keeps the first two (0.357 + 0.323 >= 0.6).
+  SamplingParams p = plain();
+  p.top_p = 0.6f;
+  for (const auto& [id, count] : histogram(p, logits, 5000)) EXPECT_TRUE(id == 0 || id == 1) << id;
+
+  // min_p 0.1: keep p >= 0.0357 → ids 0, 1, 4.
+  SamplingParams m = plain();
+  m.min_p = 0.1f;
+  const auto hm = histogram(m, logits, 20000);
+  EXPECT_EQ(hm.count(2), 0u);
+  EXPECT_EQ(hm.count(3), 0u);
+  EXPECT_GT(hm.at(4), 0);
+}
+
+TEST(Sampler, PenaltiesFollowTheirDefinitions) {
+  const std::vector<float> logits{2.0f, 1.9f, -1.0f};
+  const std::vector<int32_t> history{0, 0, 2};
+  SamplingParams rep = plain(0.0f);
+  rep.repetition_penalty = 1.1f;  // 2.0 / 1.1 = 1.818 < 1.9
+  EXPECT_EQ(Sampler(rep).sample(logits, history).id, 1);
+  SamplingParams freq = plain(0.0f);
+  freq.frequency_penalty = 0.06f;  // 2.0 - 2 * 0.06 = 1.88 < 1.9
+  EXPECT_EQ(Sampler(freq).sample(logits, history).id, 1);
+  freq.frequency_penalty = 0.04f;  // 1.92 > 1.9
+  EXPECT_EQ(Sampler(freq).sample(logits, history).id, 0);
+  SamplingParams pres = plain(0.0f);
+  pres.presence_penalty = 0.11f;  // once, however often the token appeared
+  EXPECT_EQ(Sampler(pres).sample(logits, history).id, 1);
+  pres.presence_penalty = 0.09f;
+  EXPECT_EQ(Sampler(pres).sample(logits, history).id, 0);
+  // The window limits what the penalty sees: token 0 is outside the last 1 token.
+  rep.repetition_window = 1;
+  EXPECT_EQ(Sampler(rep).sample(logits, history).id, 0);
+}
+
+TEST(Sampler, SameSeedSameDrawsDifferentSeedDifferentDraws) {
+  const std::vector<float> logits(50, 0.0f);
+  SamplingParams a = plain(), b = plain();
+  a.seed = b.seed = 99;
+  Sampler sa(a), sb(b);
+  SamplingParams c = plain();
+  c.seed = 100;
+  Sampler sc(c);
+  int differ = 0;
+  for (int i = 0; i < 100; ++i) {
+    const int32_t x = sa.sample(logits, {}).id;
+    EXPECT_EQ(x, sb.sample(logits, {}).id);
+    differ += x != sc.sample(logits, {}).id;
+  }
+  EXPECT_GT(differ, 50);
+}
+
+TEST(Sampler, LogprobsAreANormalizedLogSoftmax) {
+  Sampler s(plain(1.0f));
+  const std::vector<float> logits{1.0f, 2.0f, 3.0f};
+  const SampledToken t = s.sample(logits, {});
+  const auto& lp = s.last_logprobs();
+  double total = 0;
+  for (float l : lp) total += std::exp(double(l));
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  EXPECT_NEAR(t.logprob, lp[size_t(t.id)], 1e-5);
+}
+
+TEST(Sampler, ValidationNamesTheBadParameter) {
+  SamplingParams p;
+  p.temperature = -1;
+  EXPECT_NE(validate(p).find("temperature"), std::string::npos);
+  p = {};
+  p.top_p = 1.5f;
+  EXPECT_NE(validate(p).find("top_p"), std::string::npos);
+  p = {};
+  p.stop = {""};
+  EXPECT_NE(validate(p).find("stop"), std::string::npos);
+  EXPECT_TRUE(validate(SamplingParams{}).empty());
+}
+
+TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheStop) {
+  StopMatcher m({"\n\n", "The end"});
+  EXPECT_EQ(m.push("Hello\n"), "Hello");  // "\n" may start "\n\n"
+  EXPECT_EQ(m.push("world"), "\nworld");
+  EXPECT_EQ(m.push(" The e"), " ");
+  EXPECT_EQ(m.push("nd of it"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.push("more"), "");
+}
+
+TEST(StopMatcher, FlushReleasesTheTail) {
+  StopMatcher m({"STOP"});
+  EXPECT_EQ(m.push("abcST"), "abc");
+  EXPECT_EQ(m.flush(), "ST");
+  EXPECT_FALSE(m.stopped());
+}
+
+}  // namespace
+}  // namespace tessera
