@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   tessera::add_convert_command(app, action);
   tessera::add_serve_command(app, action);
   tessera::add_loadgen_command(app, action);
+  tessera::add_make_model_command(app, action);
+  tessera::add_bench_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,38 @@
+// Throughput of a model's forward pass, driven through Forward directly (no sampler, no scheduler): prefill of
+// one prompt, and decode steps of independent sequences stepped together in one batch over one KvPool (F16
+// keys and values by default, as the server stores them).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "kernels/attention.h"
+#include "model/model.h"
+
+namespace tessera {
+
+// Shared machines preempt benchmark threads now and then; the best prefill run and the median decode step
+// say what the code does rather than what the neighbours did.
+struct ThroughputMeasurement {
+  int64_t n_tokens = 0;  // tokens per run (prefill) or per step (decode batch)
+  int64_t runs = 0;      // timed runs (prefill) or steps (decode)
+  double seconds = 0.0;  // best run (prefill) or all timed steps together (decode)
+  double median_step_seconds = 0.0;  // decode only
+  double tokens_per_s = 0.0;         // n_tokens / best run (prefill) or n_tokens / median step (decode)
+};
+
+// One prompt of n_tokens in a single forward batch (logits for the last token only), best of `reps`.
+ThroughputMeasurement measure_prefill(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_tokens,
+                                      int reps, KvType kv_type = KvType::F16);
+
+// `batch` sequences, each prefilled with n_prompt tokens (one batch), then one untimed step and `steps` timed
+// steps of one token per sequence with logits for every sequence, as a serving engine runs them.
+ThroughputMeasurement measure_decode(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t batch,
+                                     int64_t n_prompt, int64_t steps, KvType kv_type = KvType::F16);
+
+// Multiply-adds of the layer matrices per token (the work a prefill token costs; the output head runs for the
+// last prompt token only). Attention scores are not counted.
+uint64_t layer_matmul_elements(const Model& model);
+
+}  // namespace tessera

@@ -1,0 +1,48 @@
+// This machine's limits, measured in-process with the instructions the kernels use: memory read bandwidth,
+// peak fp32 FMA rate and peak int8 dot-product rate, all threads of a pool at once. Benchmarks divide what a
+// model achieves by these to say how close to the hardware it runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+
+namespace tessera {
+
+// Reads a buffer several times the size of the last-level cache with wide loads, one slice per thread.
+// Bandwidth drifts on shared machines, so a benchmark keeps one probe and measures again around its run.
+class ReadBandwidthProbe {
+ public:
+  // Allocates `bytes` (rounded to a multiple of 4 KiB) and touches every page from the thread that reads it.
+  ReadBandwidthProbe(ThreadPool& pool, size_t bytes);
+  ~ReadBandwidthProbe();
+  ReadBandwidthProbe(const ReadBandwidthProbe&) = delete;
+  ReadBandwidthProbe& operator=(const ReadBandwidthProbe&) = delete;
+
+  // Best of `reps` full passes, in GB/s (1e9 bytes per second).
+  double measure_gbs(int reps);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  ThreadPool& pool_;
+  size_t bytes_;
+  uint8_t* data_;
+  uint64_t sink_ = 0;  // keeps the reads observable
+};
+
+// Peak fp32 multiply-add rate in GFLOP/s (2 flops per lane per FMA), best of `reps` runs of ~20 ms each:
+// independent 256-bit FMA chains held in registers, the vector width every matmul kernel uses.
+double measure_fp32_peak_gflops(ThreadPool& pool, int reps);
+
+// Peak int8 dot-product rate in GOP/s (2 ops per byte product): vpmaddubsw + vpmaddwd on AVX2, vpdpbusd
+// (256-bit, as the kernels issue it) with AVX-512 VNNI.
+double measure_int8_peak_gops(ThreadPool& pool, int reps);
+
+// The instructions measure_int8_peak_gops times at the active ISA level, for reports.
+std::string_view int8_peak_instruction();
+
+}  // namespace tessera

@@ -1,0 +1,21 @@
+// Inner loops of the roofline probes, one set per ISA (roofline_avx2.cpp, roofline_avx512.cpp). Each returns
+// a value derived from everything it computed so that the compiler cannot drop the work.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::roofline {
+
+// Sums n bytes (a multiple of 128; p 32-byte aligned) as 64-bit lanes.
+uint64_t read_sum_avx2(const uint8_t* p, size_t n);
+// kFmaChains independent 8-lane fp32 FMA chains for `iters` iterations.
+inline constexpr int kFmaChains = 12;
+float fma_chains_avx2(int64_t iters);
+// kInt8Chains maddubs + madd + add chains (AVX2) / dpbusd chains (VNNI), 32 byte products each per iteration.
+inline constexpr int kInt8ChainsAvx2 = 4;
+inline constexpr int kInt8ChainsVnni = 12;
+int32_t int8_chains_avx2(int64_t iters);
+int32_t int8_chains_vnni(int64_t iters);
+
+}  // namespace tessera::roofline

@@ -1,0 +1,376 @@
+// Synthetic models: the tensor plan, the counter-based random numbers, the GGUF writer glue and the in-memory
+// variant.
+#include "model/synthetic.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
+#include "formats/vocab_gguf.h"
+#include "kernels/quant.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+namespace {
+
+// splitmix64's finalizer: a bijective mix good enough that consecutive counters look independent.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t hash_name(const std::string& s) {  // FNV-1a
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// Fills `out` with approximately normal(0, stddev) values: the sum of the four 16-bit fields of one hash
+// (Irwin-Hall, n = 4) has mean 2·65535 and standard deviation ≈ 65536·sqrt(4/12). One 64-bit hash per value
+// keeps it fast and each value a pure function of (seed, row, column).
+void normal_row(uint64_t row_seed, float stddev, float* out, int64_t n) {
+  constexpr double kMean = 2.0 * 65535.0;
+  const double scale = double(stddev) / (65536.0 * std::sqrt(4.0 / 12.0));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = mix64(row_seed + uint64_t(i) * 0x9e3779b97f4a7c15ULL);
+    const uint64_t sum = (r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48);
+    out[i] = float((double(sum) - kMean) * scale);
+  }
+}
+
+// The nearest type with a block size that divides n_in (llama.cpp's quantizers fall back the same way).
+TensorType fitting_type(TensorType type, int64_t n_in) {
+  while (n_in % int64_t(traits(type).block_elements) != 0) {
+    switch (type) {
+      case TensorType::Q4_K: type = TensorType::Q4_0; break;
+      case TensorType::Q6_K: type = TensorType::Q8_0; break;
+      default: type = TensorType::F16; break;
+    }
+  }
+  return type;
+}
+
+std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ULL << 30)); }
+
+uint64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;  // unknown
+}
+
+void fill_tensor(const SyntheticTensor& t, uint8_t* dst, float* row_scales, ThreadPool& pool) {
+  if (t.n_rows == 1) {
+    fill_synthetic_rows(t, 0, 1, dst, row_scales);
+    return;
+  }
+  // Chunks of rows rather than one contiguous range per thread: rows cost the same, but a pool thread that is
+  // descheduled (shared machines) should not hold up the whole tensor.
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(64, t.n_rows / (8 * pool.size()) + 1));
+  const int64_t n_chunks = (t.n_rows + chunk - 1) / chunk;
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    for (int64_t c = next.fetch_add(1); c < n_chunks; c = next.fetch_add(1)) {
+      fill_synthetic_rows(t, c * chunk, std::min(t.n_rows, (c + 1) * chunk), dst, row_scales);
+    }
+  });
+}
+
+void set_model_metadata(gguf::Writer& w, const ModelPreset& p) {
+  const std::string a = std::string(p.architecture);
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", fmt::format("{} (synthetic random weights)", p.name));
+  w.set_u32(a + ".context_length", uint32_t(p.n_ctx));
+  w.set_u32(a + ".embedding_length", uint32_t(p.n_embd));
+  w.set_u32(a + ".block_count", uint32_t(p.n_layer));
+  w.set_u32(a + ".feed_forward_length", uint32_t(p.n_ff));
+  w.set_u32(a + ".attention.head_count", uint32_t(p.n_head));
+  w.set_u32(a + ".attention.head_count_kv", uint32_t(p.n_head_kv));
+  w.set_u32(a + ".attention.key_length", uint32_t(p.head_dim));
+  w.set_u32(a + ".attention.value_length", uint32_t(p.head_dim));
+  w.set_u32(a + ".rope.dimension_count", uint32_t(p.head_dim));
+  w.set_f32(a + ".rope.freq_base", p.rope_theta);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+  w.set_u32(a + ".vocab_size", uint32_t(p.n_vocab));
+}
+
+}  // namespace
+
+std::optional<TensorType> weight_type_from_name(std::string_view name) {
+  if (name == "int8" || name == "INT8") return TensorType::I8;
+  const std::optional<TensorType> type = tensor_type_from_name(name);
+  if (!type || *type == TensorType::I8 || !is_supported_weight_type(*type)) return std::nullopt;
+  return type;
+}
+
+uint64_t SyntheticPlan::n_bytes() const {
+  uint64_t total = 0;
+  for (const SyntheticTensor& t : tensors) {
+    total += t.n_bytes() + (t.has_row_scales() ? uint64_t(t.n_rows) * sizeof(float) : 0);
+  }
+  return total;
+}
+
+SyntheticPlan plan_synthetic_model(const ModelPreset& p, TensorType type, uint64_t seed) {
+  if (!is_supported_weight_type(type)) fail("weight type {} is not supported", tensor_type_name(type));
+  SyntheticPlan plan;
+  const int64_t q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim;
+  // GPT-2's initialisation: 0.02 everywhere, projections into the residual stream shrunk by 1/sqrt(2·layers)
+  // so that the residual does not grow with depth and random logits stay finite in every type.
+  const float std_in = 0.02f, std_out = 0.02f / std::sqrt(2.0f * float(p.n_layer));
+
+  auto add = [&](std::string name, TensorType t, int64_t n_in, int64_t n_rows, bool is_matrix,
+                 SyntheticTensor::Fill fill, float stddev) {
+    SyntheticTensor s;
+    s.type = is_matrix ? fitting_type(t, n_in) : t;
+    if (s.type != t) {
+      plan.notes.push_back(fmt::format("{}: row length {} is not a multiple of the {} block size {}; stored as {}",
+                                       name, n_in, tensor_type_name(t), traits(t).block_elements,
+                                       tensor_type_name(s.type)));
+    }
+    s.n_in = n_in;
+    s.n_rows = n_rows;
+    s.is_matrix = is_matrix;
+    s.fill = fill;
+    s.stddev = stddev;
+    s.seed = mix64(seed ^ hash_name(name));
+    s.name = std::move(name);
+    plan.tensors.push_back(std::move(s));
+  };
+  using Fill = SyntheticTensor::Fill;
+  auto matrix = [&](std::string name, int64_t n_out, int64_t n_in, float stddev) {
+    add(std::move(name), type, n_in, n_out, true, Fill::Normal, stddev);
+  };
+  auto ones = [&](std::string name, int64_t n) { add(std::move(name), TensorType::F32, n, 1, false, Fill::Ones, 0.0f); };
+  auto bias = [&](std::string name, int64_t n) {
+    add(std::move(name), TensorType::F32, n, 1, false, Fill::Normal, std_in);
+  };
+
+  matrix("token_embd.weight", p.n_vocab, p.n_embd, std_in);
+  for (int64_t l = 0; l < p.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    ones(b + "attn_norm.weight", p.n_embd);
+    matrix(b + "attn_q.weight", q_dim, p.n_embd, std_in);
+    matrix(b + "attn_k.weight", kv_dim, p.n_embd, std_in);
+    matrix(b + "attn_v.weight", kv_dim, p.n_embd, std_in);
+    if (p.qkv_bias) {
+      bias(b + "attn_q.bias", q_dim);
+      bias(b + "attn_k.bias", kv_dim);
+      bias(b + "attn_v.bias", kv_dim);
+    }
+    if (p.qk_norm) {
+      ones(b + "attn_q_norm.weight", p.head_dim);
+      ones(b + "attn_k_norm.weight", p.head_dim);
+    }
+    matrix(b + "attn_output.weight", p.n_embd, q_dim, std_out);
+    ones(b + "ffn_norm.weight", p.n_embd);
+    matrix(b + "ffn_gate.weight", p.n_ff, p.n_embd, std_in);
+    matrix(b + "ffn_up.weight", p.n_ff, p.n_embd, std_in);
+    matrix(b + "ffn_down.weight", p.n_embd, p.n_ff, std_out);
+  }
+  ones("output_norm.weight", p.n_embd);
+  if (!p.tied_output) matrix("output.weight", p.n_vocab, p.n_embd, std_in);
+  return plan;
+}
+
+void fill_synthetic_rows(const SyntheticTensor& t, int64_t row_begin, int64_t row_end, uint8_t* dst,
+                         float* row_scales) {
+  thread_local std::vector<float> row;
+  row.resize(size_t(t.n_in));
+  const uint64_t row_bytes = t.row_bytes();
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    if (t.fill == SyntheticTensor::Fill::Ones) {
+      std::fill(row.begin(), row.end(), 1.0f);
+    } else {
+      normal_row(mix64(t.seed + uint64_t(r) * 0xd1b54a32d192ed03ULL), t.stddev, row.data(), t.n_in);
+    }
+    float* scale = t.has_row_scales() ? &row_scales[r] : nullptr;
+    quantize_row(t.type, row.data(), dst + uint64_t(r) * row_bytes, t.n_in, scale);
+  }
+}
+
+Vocab synthetic_vocab(int64_t n_tokens) {
+  constexpr int64_t kSpecial = 3, kBytes = 256;
+  if (n_tokens < kSpecial + kBytes) fail("a synthetic vocabulary needs at least {} tokens", kSpecial + kBytes);
+  Vocab v;
+  v.model = "llama";
+  v.tokens.reserve(size_t(n_tokens));
+  auto push = [&](std::string piece, TokenKind kind) {
+    v.scores.push_back(kind == TokenKind::Normal ? -float(v.tokens.size()) : 0.0f);
+    v.tokens.push_back(std::move(piece));
+    v.kinds.push_back(kind);
+  };
+  push("<unk>", TokenKind::Unknown);
+  push("<s>", TokenKind::Control);
+  push("</s>", TokenKind::Control);
+  v.unk = 0;
+  v.bos = 1;
+  v.eos = 2;
+  for (int b = 0; b < 256; ++b) push(fmt::format("<0x{:02X}>", b), TokenKind::Byte);
+
+  // Strings of length 1, 2, 3, ... over the alphabet, in order: every prefix of a piece is itself a piece.
+  std::vector<std::string> alphabet = {"\xE2\x96\x81"};  // "▁", SentencePiece's space
+  for (char c = 'a'; c <= 'z'; ++c) alphabet.emplace_back(1, c);
+  for (char c = 'A'; c <= 'Z'; ++c) alphabet.emplace_back(1, c);
+  for (char c = '0'; c <= '9'; ++c) alphabet.emplace_back(1, c);
+  for (char c : std::string(".,!?'-:;()")) alphabet.emplace_back(1, c);
+  std::vector<size_t> digits;  // the current string as alphabet indices
+  while (int64_t(v.tokens.size()) < n_tokens) {
+    // Next string in shortlex order.
+    size_t i = 0;
+    for (; i < digits.size(); ++i) {
+      if (++digits[i] < alphabet.size()) break;
+      digits[i] = 0;
+    }
+    if (i == digits.size()) digits.push_back(0);
+    std::string piece;
+    for (size_t d = digits.size(); d-- > 0;) piece += alphabet[digits[d]];
+    push(std::move(piece), TokenKind::Normal);
+  }
+  return v;
+}
+
+void write_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan, const std::string& path,
+                           const gguf::File* vocab_source, ThreadPool& pool,
+                           const std::function<void(const WriteProgress&)>& on_progress) {
+  gguf::Writer w;
+  set_model_metadata(w, preset);
+  if (vocab_source != nullptr) {
+    const gguf::Value* tokens = vocab_source->find("tokenizer.ggml.tokens");
+    if (tokens == nullptr) fail("{}: no tokenizer.ggml.tokens to copy", vocab_source->name());
+    const size_t n = tokens->as_array().elements.size();
+    if (int64_t(n) > preset.n_vocab) {
+      fail("{}: the vocabulary has {} tokens but {} has only {} embedding rows", vocab_source->name(), n,
+           preset.name, preset.n_vocab);
+    }
+    for (const auto& [key, value] : vocab_source->metadata()) {
+      if (key.starts_with("tokenizer.")) w.set(key, value);
+    }
+  } else {
+    write_vocab(w, synthetic_vocab(preset.n_vocab));
+  }
+
+  // Producers run one after another in file order; an I8 matrix's producer leaves its row scales here for the
+  // ".scale" tensor that follows it.
+  auto pending_scales = std::make_shared<std::vector<float>>();
+  std::vector<uint64_t> sizes;
+  for (const SyntheticTensor& t : plan.tensors) {
+    w.add_tensor(t.name, t.type, {uint64_t(t.n_in), uint64_t(t.n_rows)},
+                 [&t, &pool, pending_scales](uint8_t* dst, uint64_t n_bytes) {
+                   if (n_bytes != t.n_bytes()) fail("tensor '{}': size mismatch", t.name);
+                   pending_scales->assign(t.has_row_scales() ? size_t(t.n_rows) : 0, 0.0f);
+                   fill_tensor(t, dst, pending_scales->data(), pool);
+                 });
+    sizes.push_back(t.n_bytes());
+    if (t.has_row_scales()) {
+      w.add_tensor(t.name + ".scale", TensorType::F32, {uint64_t(t.n_rows)},
+                   [pending_scales, &t](uint8_t* dst, uint64_t n_bytes) {
+                     if (n_bytes != pending_scales->size() * sizeof(float)) fail("tensor '{}.scale': no scales", t.name);
+                     std::memcpy(dst, pending_scales->data(), n_bytes);
+                   });
+      sizes.push_back(uint64_t(t.n_rows) * sizeof(float));
+    }
+  }
+  WriteProgress progress;
+  progress.n_tensors = sizes.size();
+  for (uint64_t s : sizes) progress.total_bytes += s;
+  w.write(path, [&](size_t i, size_t) {
+    progress.tensor = i;
+    progress.bytes += sizes[i - 1];
+    if (on_progress) on_progress(progress);
+  });
+}
+
+namespace {
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+// Owns every tensor of an in-memory model; the Model holds it through its type-erased storage pointer.
+struct DummyStorage {
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> tensors;
+  std::vector<std::vector<float>> row_scales;  // per tensor; empty unless I8
+};
+
+}  // namespace
+
+std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool) {
+  const uint64_t available = available_memory_bytes();
+  if (available > 0 && plan.n_bytes() > available / 10 * 9) {
+    fail("{} needs {} of weights in memory but only {} is available", preset.name, gib(plan.n_bytes()),
+         gib(available));
+  }
+  auto storage = std::make_shared<DummyStorage>();
+  std::unordered_map<std::string, size_t> index;
+  for (const SyntheticTensor& t : plan.tensors) {
+    const size_t n = (t.n_bytes() + 63) / 64 * 64;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
+    if (p == nullptr) throw std::bad_alloc();
+    storage->tensors.emplace_back(p);
+    storage->row_scales.emplace_back(t.has_row_scales() ? size_t(t.n_rows) : 0);
+    fill_tensor(t, p, storage->row_scales.back().data(), pool);
+    index[t.name] = index.size();
+  }
+
+  auto at = [&](const std::string& name) -> size_t {
+    const auto it = index.find(name);
+    if (it == index.end()) fail("synthetic model: missing tensor '{}'", name);  // a bug in the plan
+    return it->second;
+  };
+  auto matrix = [&](const std::string& name) {
+    const size_t i = at(name);
+    const SyntheticTensor& t = plan.tensors[i];
+    WeightMatrix m;
+    m.type = t.type;
+    m.n_out = t.n_rows;
+    m.n_in = t.n_in;
+    m.data = storage->tensors[i].get();
+    m.row_bytes = t.row_bytes();
+    m.row_scales = t.has_row_scales() ? storage->row_scales[i].data() : nullptr;
+    return m;
+  };
+  auto vector = [&](const std::string& name) -> const float* {
+    return index.count(name) ? reinterpret_cast<const float*>(storage->tensors[at(name)].get()) : nullptr;
+  };
+
+  ModelWeights w;
+  w.token_embd = matrix("token_embd.weight");
+  w.output_norm = vector("output_norm.weight");
+  w.output = preset.tied_output ? w.token_embd : matrix("output.weight");
+  for (int64_t l = 0; l < preset.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    LayerWeights L;
+    L.attn_norm = vector(b + "attn_norm.weight");
+    L.wq = matrix(b + "attn_q.weight");
+    L.wk = matrix(b + "attn_k.weight");
+    L.wv = matrix(b + "attn_v.weight");
+    L.wo = matrix(b + "attn_output.weight");
+    L.bq = vector(b + "attn_q.bias");
+    L.bk = vector(b + "attn_k.bias");
+    L.bv = vector(b + "attn_v.bias");
+    L.q_norm = vector(b + "attn_q_norm.weight");
+    L.k_norm = vector(b + "attn_k_norm.weight");
+    L.ffn_norm = vector(b + "ffn_norm.weight");
+    L.w_gate = matrix(b + "ffn_gate.weight");
+    L.w_up = matrix(b + "ffn_up.weight");
+    L.w_down = matrix(b + "ffn_down.weight");
+    w.layers.push_back(L);
+  }
+  std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(synthetic_vocab(preset.n_vocab));
+  return Model::from_parts(preset_config(preset), std::move(w), std::move(tokenizer), std::move(storage));
+}
+
+}  // namespace tessera

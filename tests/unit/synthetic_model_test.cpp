@@ -1,0 +1,311 @@
+// Synthetic models: the preset table against the published shapes, files written for every weight type and
+// loaded back, in-memory (dummy) weights identical to the file's, and the bench helpers on a tiny model.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "bench/model_bench.h"
+#include "bench/process_memory.h"
+#include "bench/roofline.h"
+#include "core/error.h"
+#include "engine/generator.h"
+#include "formats/gguf.h"
+#include "model/model.h"
+#include "model/presets.h"
+#include "model/synthetic.h"
+#include "test_paths.h"
+
+namespace tessera {
+namespace {
+
+ThreadPool& test_pool() {
+  static ThreadPool pool(2);
+  return pool;
+}
+
+// A file under /tmp removed when the test ends.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& stem)
+      : path("/tmp/tessera_synthetic_" + std::to_string(::getpid()) + "_" + stem + ".gguf") {}
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
+const ModelPreset& preset(std::string_view name) {
+  const ModelPreset* p = find_model_preset(name);
+  EXPECT_NE(p, nullptr) << name;
+  return *p;
+}
+
+// The published configurations (config.json on Hugging Face), written out again independently of presets.cpp.
+struct Published {
+  std::string_view name, arch;
+  int64_t hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
+  double theta;
+  bool tied, bias, qk_norm;
+};
+constexpr Published kPublished[] = {
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 64, 5632, 32000, 1e4, false, false, false},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 64, 8192, 128256, 5e5, true, false, false},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 64, 4864, 151936, 1e6, true, true, false},
+    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 1e6, true, false, true},
+    {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 1e6, false, false, true},
+    {"qwen3-32b", "qwen3", 5120, 64, 64, 8, 128, 25600, 151936, 1e6, false, false, true},
+};
+
+TEST(SyntheticModel, PresetsMatchPublishedShapes) {
+  for (const Published& e : kPublished) {
+    SCOPED_TRACE(std::string(e.name));
+    const ModelPreset& p = preset(e.name);
+    EXPECT_FALSE(p.hidden);
+    const ModelConfig c = preset_config(p);
+    EXPECT_EQ(c.architecture, e.arch);
+    EXPECT_EQ(c.n_embd, e.hidden);
+    EXPECT_EQ(c.n_layer, e.layers);
+    EXPECT_EQ(c.n_head, e.heads);
+    EXPECT_EQ(c.n_head_kv, e.kv_heads);
+    EXPECT_EQ(c.head_dim, e.head_dim);
+    EXPECT_EQ(c.n_ff, e.ffn);
+    EXPECT_EQ(c.n_vocab, e.vocab);
+    EXPECT_FLOAT_EQ(c.rope_theta, float(e.theta));
+    EXPECT_EQ(c.tied_output, e.tied);
+    EXPECT_EQ(p.qkv_bias, e.bias);
+    EXPECT_EQ(p.qk_norm, e.qk_norm);
+    EXPECT_EQ(c.rope_layout, e.arch == "llama" ? RopeLayout::Interleaved : RopeLayout::NeoX);
+    EXPECT_GT(c.n_ctx_train, 2047);
+  }
+  EXPECT_EQ(preset("qwen3-32b").n_ctx, 40960);
+  EXPECT_EQ(find_model_preset("gpt-5"), nullptr);
+  EXPECT_EQ(model_preset_names().find("test-tiny"), std::string::npos);
+}
+
+TEST(SyntheticModel, PlansHaveEveryTensorAndPublishedSizes) {
+  for (const Published& e : kPublished) {
+    SCOPED_TRACE(std::string(e.name));
+    const SyntheticPlan plan = plan_synthetic_model(preset(e.name), TensorType::Q8_0, 1);
+    const size_t per_layer = 9 + (e.bias ? 3 : 0) + (e.qk_norm ? 2 : 0);
+    EXPECT_EQ(plan.tensors.size(), 2 + (e.tied ? 0 : 1) + per_layer * size_t(e.layers));
+    // Q8_0 stores 34 bytes per 32 weights: the plan's size is the parameter count times 34/32 (norms in F32).
+    uint64_t params = 0;
+    for (const auto& t : plan.tensors) params += t.is_matrix ? uint64_t(t.n_in * t.n_rows) : 0;
+    EXPECT_EQ(plan.n_bytes() - [&] {
+      uint64_t f32 = 0;
+      for (const auto& t : plan.tensors) f32 += t.is_matrix ? 0 : t.n_bytes();
+      return f32;
+    }(), params / 32 * 34);
+  }
+  // Parameter counts as the model cards give them (a tied embedding counted once; norms and biases included).
+  auto parameters = [](std::string_view name) {
+    uint64_t n = 0;
+    for (const auto& t : plan_synthetic_model(preset(name), TensorType::F32, 1).tensors) n += uint64_t(t.n_in * t.n_rows);
+    return n;
+  };
+  EXPECT_EQ(parameters("tinyllama-1.1b"), 1'100'048'384u);
+  EXPECT_EQ(parameters("llama-3.2-1b"), 1'235'814'400u);
+  EXPECT_EQ(parameters("qwen2.5-0.5b"), 494'032'768u);
+  EXPECT_EQ(parameters("qwen3-0.6b"), 596'049'920u);
+  EXPECT_EQ(parameters("qwen3-8b"), 8'190'735'360u);
+  EXPECT_EQ(parameters("qwen3-32b"), 32'762'123'264u);
+}
+
+TEST(SyntheticModel, KQuantsFallBackWhereRowsDoNotFit) {
+  EXPECT_TRUE(plan_synthetic_model(preset("tinyllama-1.1b"), TensorType::Q4_K, 1).notes.empty());
+  EXPECT_TRUE(plan_synthetic_model(preset("qwen3-8b"), TensorType::Q6_K, 1).notes.empty());
+  // Qwen2.5-0.5B's 896-wide rows are not a multiple of 256; its 4864-wide ffn_down rows are.
+  const SyntheticPlan plan = plan_synthetic_model(preset("qwen2.5-0.5b"), TensorType::Q4_K, 1);
+  EXPECT_FALSE(plan.notes.empty());
+  for (const auto& t : plan.tensors) {
+    if (!t.is_matrix) continue;
+    EXPECT_EQ(t.type, t.n_in % 256 == 0 ? TensorType::Q4_K : TensorType::Q4_0) << t.name;
+  }
+  const SyntheticPlan q6 = plan_synthetic_model(preset("qwen2.5-0.5b"), TensorType::Q6_K, 1);
+  EXPECT_EQ(q6.tensors[0].type, TensorType::Q8_0);
+  EXPECT_THROW(plan_synthetic_model(preset("test-tiny"), TensorType::Q8_1, 1), Error);
+}
+
+TEST(SyntheticModel, WeightTypeNames) {
+  EXPECT_EQ(weight_type_from_name("int8"), TensorType::I8);
+  EXPECT_EQ(weight_type_from_name("q4_k"), TensorType::Q4_K);
+  EXPECT_EQ(weight_type_from_name("bf16"), TensorType::BF16);
+  EXPECT_FALSE(weight_type_from_name("i8").has_value());  // spelled int8 on the command line
+  EXPECT_FALSE(weight_type_from_name("q5_1").has_value());
+  EXPECT_FALSE(weight_type_from_name("nonsense").has_value());
+}
+
+TEST(SyntheticModel, VocabularyTokenizesAndRoundTrips) {
+  const Vocab v = synthetic_vocab(5000);
+  ASSERT_EQ(v.tokens.size(), 5000u);
+  EXPECT_EQ(v.tokens[0], "<unk>");
+  EXPECT_EQ(v.tokens[1], "<s>");
+  EXPECT_EQ(v.tokens[3], "<0x00>");
+  EXPECT_EQ(v.tokens[258], "<0xFF>");
+  const auto tokenizer = make_tokenizer(v);
+  const std::string text = "Hello world, 42 times! \xC3\xA9t\xC3\xA9";  // é is not in the alphabet: bytes
+  const auto ids = tokenizer->encode(text, true);
+  EXPECT_EQ(ids.front(), 1);
+  EXPECT_LT(ids.size(), text.size());  // merges happened
+  EXPECT_EQ(tokenizer->decode(std::span(ids).subspan(1)), text);
+  EXPECT_THROW(synthetic_vocab(100), Error);
+}
+
+std::vector<float> logits_of(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt) {
+  Generator g(model, test_pool(), 64);
+  return g.prompt_logits(prompt);
+}
+
+// Every weight type on every tiny architecture: written, loaded, generating, and equal to the dummy model.
+TEST(SyntheticModel, WritesLoadsAndRunsEveryType) {
+  for (std::string_view name : {"test-tiny", "test-tiny-qwen2", "test-tiny-qwen3"}) {
+    for (std::string_view type_name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "int8"}) {
+      SCOPED_TRACE(std::string(name) + " " + std::string(type_name));
+      const ModelPreset& p = preset(name);
+      const TensorType type = *weight_type_from_name(type_name);
+      const SyntheticPlan plan = plan_synthetic_model(p, type, 7);
+      TempFile file(std::string(name) + "_" + std::string(type_name));
+      write_synthetic_model(p, plan, file.path, nullptr, test_pool());
+
+      const auto model = Model::load(file.path);
+      const ModelConfig& c = model->config();
+      EXPECT_EQ(c.architecture, p.architecture);
+      EXPECT_EQ(c.n_embd, p.n_embd);
+      EXPECT_EQ(c.n_layer, p.n_layer);
+      EXPECT_EQ(c.head_dim, p.head_dim);
+      EXPECT_EQ(c.n_vocab, p.n_vocab);
+      EXPECT_EQ(c.tied_output, p.tied_output);
+      EXPECT_EQ(c.n_ctx_train, p.n_ctx);
+      EXPECT_EQ((model->weights().layers[0].bq != nullptr), p.qkv_bias);
+      EXPECT_EQ((model->weights().layers[0].q_norm != nullptr), p.qk_norm);
+      // test-tiny-qwen2's 96-wide rows do not fit K-quant blocks: those matrices fall back, as planned.
+      EXPECT_EQ(model->weights().layers[0].w_up.type, p.n_embd % 256 == 0 ? type : plan.tensors[0].type);
+      EXPECT_EQ(model->weights().layers[0].w_down.type, type);
+      uint64_t tensor_bytes = 0;
+      for (const auto& t : model->file()->tensors()) tensor_bytes += t.n_bytes;
+      EXPECT_EQ(tensor_bytes, plan.n_bytes());
+      EXPECT_EQ(model->tokenizer().n_vocab(), p.n_vocab);
+
+      SamplingParams greedy;
+      greedy.temperature = 0.0f;
+      greedy.max_tokens = 4;
+      greedy.ignore_eos = true;
+      Generator g(model, test_pool(), 64);
+      const GenerationResult r = g.generate(model->tokenizer().encode("Once upon a time", true), greedy);
+      EXPECT_EQ(r.tokens.size(), 4u);
+      // Every weight has been read: the mapping is resident, and never more than the file.
+      const uint64_t resident = resident_bytes_of_file_mapping(file.path);
+      EXPECT_GE(resident, tensor_bytes / 2);
+      EXPECT_LE(resident, (model->file()->file_size() + 4095) / 4096 * 4096);
+
+      const std::vector<int32_t> prompt = {1, 300, 17, 42, 99};
+      const std::vector<float> from_file = logits_of(model, prompt);
+      for (float x : from_file) ASSERT_TRUE(std::isfinite(x));
+      // Same seed, same bytes: the in-memory model computes exactly the file model's logits.
+      const std::vector<float> from_memory = logits_of(make_dummy_model(p, plan, test_pool()), prompt);
+      ASSERT_EQ(from_file, from_memory);
+    }
+  }
+}
+
+TEST(SyntheticModel, SeedChangesWeights) {
+  const ModelPreset& p = preset("test-tiny");
+  const std::vector<int32_t> prompt = {1, 5, 6};
+  const auto a = logits_of(make_dummy_model(p, plan_synthetic_model(p, TensorType::F32, 1), test_pool()), prompt);
+  const auto b = logits_of(make_dummy_model(p, plan_synthetic_model(p, TensorType::F32, 2), test_pool()), prompt);
+  EXPECT_NE(a, b);
+}
+
+TEST(SyntheticModel, VocabularyCopiedFromAnotherFile) {
+  const std::string spm = testing::shared_path("tokenizer-vectors/ggml-vocab-llama-spm.gguf");
+  const auto source = gguf::File::open(spm);
+  // A Llama-vocabulary model small enough for a test: 32000 rows of 64.
+  ModelPreset p = preset("test-tiny");
+  p.n_embd = 64;
+  p.n_head = 2;
+  p.n_head_kv = 1;
+  p.head_dim = 32;
+  p.n_ff = 128;
+  p.n_vocab = 32000;
+  TempFile file("vocab_from");
+  write_synthetic_model(p, plan_synthetic_model(p, TensorType::Q8_0, 1), file.path, source.get(), test_pool());
+  const auto model = Model::load(file.path);
+  EXPECT_EQ(model->tokenizer().n_vocab(), 32000);
+  EXPECT_EQ(model->tokenizer().vocab().tokens, vocab_from_gguf(*source).tokens);
+  EXPECT_EQ(model->tokenizer().decode(model->tokenizer().encode(" Hello world", false)), " Hello world");
+
+  // A vocabulary larger than the embedding is refused, and nothing is left behind.
+  TempFile too_small("vocab_too_big");
+  EXPECT_THROW(write_synthetic_model(preset("test-tiny"), plan_synthetic_model(preset("test-tiny"), TensorType::F16, 1),
+                                     too_small.path, source.get(), test_pool()),
+               Error);
+  EXPECT_NE(::access(too_small.path.c_str(), F_OK), 0);
+}
+
+TEST(SyntheticModel, BenchHelpersRunOnDummyWeights) {
+  const ModelPreset& p = preset("test-tiny-qwen3");
+  const auto model = make_dummy_model(p, plan_synthetic_model(p, TensorType::I8, 3), test_pool());
+  const ThroughputMeasurement prefill = measure_prefill(model, test_pool(), 32, 1);
+  EXPECT_EQ(prefill.n_tokens, 32);
+  EXPECT_GT(prefill.tokens_per_s, 0.0);
+  const ThroughputMeasurement decode = measure_decode(model, test_pool(), 4, 8, 2);
+  EXPECT_EQ(decode.n_tokens, 4);
+  EXPECT_EQ(decode.runs, 2);
+  EXPECT_GT(decode.tokens_per_s, 0.0);
+  EXPECT_EQ(layer_matmul_elements(*model),
+            uint64_t(p.n_layer) * uint64_t(p.n_embd) * uint64_t(2 * 512 + 2 * 2 * 64 + 3 * p.n_ff));
+}
+
+TEST(SyntheticModel, RooflineProbesMeasureSomething) {
+  ReadBandwidthProbe probe(test_pool(), size_t(8) << 20);
+  EXPECT_GE(probe.bytes(), size_t(8) << 20);
+  EXPECT_GT(probe.measure_gbs(1), 0.1);
+  EXPECT_GT(measure_fp32_peak_gflops(test_pool(), 1), 0.1);
+  EXPECT_GT(measure_int8_peak_gops(test_pool(), 1), 0.1);
+  EXPECT_FALSE(int8_peak_instruction().empty());
+  const ProcessMemory m = read_process_memory();
+  EXPECT_GT(m.rss, 0u);
+  EXPECT_LE(m.rss_file, m.rss);
+}
+
+// Runs the tessera binary with `args`; returns its exit status and stdout.
+std::pair<int, std::string> run_tessera(const std::string& args) {
+  const std::string command = testing::tessera_binary() + " " + args + " 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, ""};
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(SyntheticModel, CommandLine) {
+  TempFile file("cli");
+  EXPECT_EQ(run_tessera("make-model --preset test-tiny --type q4_0 -t 2 -o " + file.path).first, 0);
+  EXPECT_EQ(Model::load(file.path)->weights().layers[0].wq.type, TensorType::Q4_0);
+  EXPECT_EQ(run_tessera("make-model --preset no-such-model --type q4_0 -o " + file.path + "x").first, 1);
+  EXPECT_EQ(run_tessera("make-model --preset test-tiny --type q5_1 -o " + file.path + "x").first, 1);
+  EXPECT_EQ(run_tessera("bench --preset test-tiny").first, 1);  // --type missing
+
+  const auto [status, out] = run_tessera("bench -m " + file.path + " -t 2 --quick --json");
+  ASSERT_EQ(status, 0);
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["type"], "Q4_0");
+  EXPECT_EQ(j["threads"], 2);
+  for (const char* key : {"bandwidth_gbs", "bandwidth_before_gbs", "bandwidth_after_gbs", "fp32_peak_gflops",
+                          "int8_peak_gops", "decode_bandwidth_ratio", "prefill_peak_ratio", "batch16_speedup"}) {
+    EXPECT_GT(j[key].get<double>(), 0.0) << key;
+  }
+  for (const char* n : {"128", "512"}) EXPECT_GT(j["prefill_tokens_per_s"][n].get<double>(), 0.0);
+  for (const char* b : {"1", "4", "16", "32"}) EXPECT_GT(j["decode_tokens_per_s"][b].get<double>(), 0.0);
+  EXPECT_EQ(j["file_tensor_bytes"].get<uint64_t>(), plan_synthetic_model(preset("test-tiny"), TensorType::Q4_0, 1).n_bytes());
+  EXPECT_GT(j["rss_after_load_bytes"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(j["targets"].contains("resident_weights"));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,235 @@
+// `tessera bench`: this machine's limits (bandwidth, fp32 and int8 peaks) and a model's prefill and decode
+// throughput measured in the same run, with the ratios between them and the resident-memory check.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/model_bench.h"
+#include "bench/process_memory.h"
+#include "bench/roofline.h"
+#include "commands.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/attention.h"
+#include "model/model.h"
+#include "model/presets.h"
+#include "model/synthetic.h"
+
+namespace tessera {
+namespace {
+
+struct BenchOptions {
+  std::string model_path;
+  std::string preset;
+  std::string type;
+  uint64_t seed = 1;
+  int threads = 0;
+  std::string kv_type = "f16";
+  bool json = false;
+  bool quick = false;
+};
+
+constexpr int64_t kPrefillLengths[] = {128, 512};
+constexpr int64_t kDecodeBatches[] = {1, 4, 16, 32};
+constexpr int64_t kDecodePrompt = 32;  // the short prefill before decode steps
+
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+// Types whose matmuls run as int8 dot products (activations quantized on the fly); the rest use fp32 FMA.
+bool computes_in_int8(TensorType type) {
+  return type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16;
+}
+
+void progress(const std::string& what) { std::fprintf(stderr, "bench: %s\n", what.c_str()); }
+
+int bench(const BenchOptions& o) {
+  if (o.model_path.empty() == o.preset.empty()) fail("give either -m MODEL or --preset NAME --type TYPE");
+  const std::optional<KvType> kv_type = kv_type_from_name(o.kv_type);
+  if (!kv_type) fail("unknown KV cache type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
+  ThreadPool pool(o.threads);
+  const int peak_reps = o.quick ? 2 : 3;
+
+  progress("measuring fp32 and int8 peaks");
+  const double fp32_peak = measure_fp32_peak_gflops(pool, peak_reps);
+  const double int8_peak = measure_int8_peak_gops(pool, peak_reps);
+
+  // Resident memory: an mmapped file's pages are counted in its mapping once read (after a warm-up step that
+  // reads every weight); an in-memory model's weights are anonymous memory from the moment they are built.
+  const ProcessMemory before_load = read_process_memory();
+  std::shared_ptr<Model> model;
+  std::string name;
+  TensorType type;
+  uint64_t tensor_bytes = 0, file_bytes = 0;
+  if (!o.model_path.empty()) {
+    progress("loading " + o.model_path);
+    model = Model::load(o.model_path);
+    name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
+    for (const auto& t : model->file()->tensors()) tensor_bytes += t.n_bytes;
+    file_bytes = model->file()->file_size();
+    type = model->weights().layers.at(0).w_gate.type;
+  } else {
+    const ModelPreset* preset = find_model_preset(o.preset);
+    if (preset == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
+    const std::optional<TensorType> t = weight_type_from_name(o.type);
+    if (!t) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8)", o.type);
+    const SyntheticPlan plan = plan_synthetic_model(*preset, *t, o.seed);
+    for (const std::string& note : plan.notes) std::fprintf(stderr, "bench: %s\n", note.c_str());
+    progress(fmt::format("building {} {} with random weights in memory", preset->name, tensor_type_name(*t)));
+    model = make_dummy_model(*preset, plan, pool);
+    name = std::string(preset->name) + " (dummy weights)";
+    tensor_bytes = plan.n_bytes();
+    type = *t;
+  }
+  const ProcessMemory after_load = read_process_memory();
+  measure_decode(model, pool, 1, 1, 1, *kv_type);  // touches every weight once
+  const ProcessMemory warm = read_process_memory();
+  const uint64_t resident_weights = o.model_path.empty() ? after_load.rss_anon - before_load.rss_anon
+                                                         : resident_bytes_of_file_mapping(o.model_path);
+
+  std::map<int64_t, ThroughputMeasurement> prefill, decode;
+  for (int64_t n : kPrefillLengths) {
+    progress(fmt::format("prefill {} tokens", n));
+    prefill[n] = measure_prefill(model, pool, n, n <= 128 && !o.quick ? 2 : 1, *kv_type);
+  }
+  progress("measuring memory bandwidth");
+  ReadBandwidthProbe probe(pool, o.quick ? (size_t(256) << 20) : (size_t(1) << 30));
+  const int bw_reps = o.quick ? 3 : 5;
+  // Bandwidth drifts on shared machines: measured right before and right after the batch-1 decode that is
+  // compared with it.
+  const double bw_before = probe.measure_gbs(bw_reps);
+  double bw_after = 0.0;
+  for (int64_t b : kDecodeBatches) {
+    progress(fmt::format("decode batch {}", b));
+    const int64_t steps = o.quick ? (b == 1 ? 4 : 2) : (b == 1 ? 16 : b <= 4 ? 8 : b <= 16 ? 6 : 4);
+    decode[b] = measure_decode(model, pool, b, kDecodePrompt, steps, *kv_type);
+    if (b == 1) bw_after = probe.measure_gbs(bw_reps);
+  }
+  const double bandwidth = (bw_before + bw_after) / 2;
+
+  const uint64_t weight_bytes = model->weight_bytes();
+  const double decode_gbs = double(weight_bytes) * decode[1].tokens_per_s * 1e-9;
+  const double prefill_gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[512].tokens_per_s * 1e-9;
+  const bool int8 = computes_in_int8(type);
+  const double peak = int8 ? int8_peak : fp32_peak;
+  const double bandwidth_ratio = decode_gbs / bandwidth;
+  const double peak_ratio = prefill_gops / peak;
+  const double speedup16 = decode[16].tokens_per_s / decode[1].tokens_per_s;
+  const double resident_ratio = double(resident_weights) / double(tensor_bytes);
+  const double bandwidth_target = int8 ? 0.80 : 0.70;  // fp16/bf16/f32 kernels also convert every weight
+
+  nlohmann::ordered_json r;
+  r["model"] = name;
+  r["type"] = std::string(tensor_type_name(type));
+  r["threads"] = pool.size();
+  r["kv_type"] = kv_type_name(*kv_type);
+  r["isa"] = std::string(isa_name(kernel_isa(active_isa())));
+  r["cpu"] = cpu_model_name();
+  r["bandwidth_gbs"] = bandwidth;
+  r["bandwidth_before_gbs"] = bw_before;
+  r["bandwidth_after_gbs"] = bw_after;
+  r["bandwidth_buffer_bytes"] = probe.bytes();
+  r["fp32_peak_gflops"] = fp32_peak;
+  r["int8_peak_gops"] = int8_peak;
+  r["int8_peak_instruction"] = std::string(int8_peak_instruction());
+  for (int64_t n : kPrefillLengths) r["prefill_tokens_per_s"][std::to_string(n)] = prefill[n].tokens_per_s;
+  for (int64_t b : kDecodeBatches) r["decode_tokens_per_s"][std::to_string(b)] = decode[b].tokens_per_s;
+  r["decode_bandwidth_ratio"] = bandwidth_ratio;
+  r["decode_weight_gbs"] = decode_gbs;
+  r["prefill_peak_ratio"] = peak_ratio;
+  r["prefill_gops"] = prefill_gops;
+  r["prefill_peak_kind"] = int8 ? "int8" : "fp32";
+  r["batch16_speedup"] = speedup16;
+  r["weight_bytes_per_token"] = weight_bytes;
+  r["file_tensor_bytes"] = tensor_bytes;
+  if (file_bytes > 0) r["file_bytes"] = file_bytes;
+  r["rss_after_load_bytes"] = after_load.rss;
+  r["rss_after_warmup_bytes"] = warm.rss;
+  r["resident_weight_bytes"] = resident_weights;
+  r["resident_weight_ratio"] = resident_ratio;
+  r["targets"] = {
+      {"decode_bandwidth", bandwidth_ratio >= bandwidth_target},
+      {"prefill_peak", int8 ? nlohmann::ordered_json(peak_ratio >= 0.5) : nlohmann::ordered_json(nullptr)},
+      {"batch16_speedup", speedup16 >= 8.0},
+      {"resident_weights", resident_ratio <= 1.05},
+  };
+
+  if (o.json) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return 0;
+  }
+  const auto gib = [](uint64_t b) { return double(b) / double(1ULL << 30); };
+  const auto yes = [](bool b) { return b ? "met" : "NOT met"; };
+  std::printf("model      %s, %s weights, %s KV cache, %d threads, %s kernels\n", name.c_str(),
+              std::string(tensor_type_name(type)).c_str(), kv_type_name(*kv_type), pool.size(),
+              std::string(isa_name(kernel_isa(active_isa()))).c_str());
+  std::printf("cpu        %s\n\n", cpu_model_name().c_str());
+  std::printf("%-34s %12s\n", "machine limit (measured now)", "value");
+  std::printf("%-34s %9.1f GB/s   (before %.1f, after %.1f; %.0f MiB buffer)\n", "memory read bandwidth",
+              bandwidth, bw_before, bw_after, double(probe.bytes()) / double(1 << 20));
+  std::printf("%-34s %9.1f GFLOP/s\n", "fp32 FMA peak (ymm)", fp32_peak);
+  std::printf("%-34s %9.1f GOP/s  (%s)\n\n", "int8 dot-product peak", int8_peak,
+              std::string(int8_peak_instruction()).c_str());
+  std::printf("%-34s %12s %s\n", "throughput", "tokens/s", "roofline");
+  for (int64_t n : kPrefillLengths) {
+    const double gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[n].tokens_per_s * 1e-9;
+    std::printf("%-34s %12.1f %.1f GOP/s = %.0f%% of %s peak\n", fmt::format("prefill {} tokens", n).c_str(),
+                prefill[n].tokens_per_s, gops, 100 * gops / peak, int8 ? "int8" : "fp32");
+  }
+  for (int64_t b : kDecodeBatches) {
+    const double gbs = double(weight_bytes) * decode[b].tokens_per_s / double(b) * 1e-9;
+    std::printf("%-34s %12.1f %.1f GB/s of weights = %.0f%% of bandwidth\n",
+                fmt::format("decode batch {}", b).c_str(), decode[b].tokens_per_s, gbs, 100 * gbs / bandwidth);
+  }
+  std::printf("%-34s %11.1fx\n\n", "batch-16 speedup over batch 1", speedup16);
+  std::printf("%-34s %9.3f GiB\n", "weights read per decode step", gib(weight_bytes));
+  std::printf("%-34s %9.3f GiB\n", "tensor bytes (file)", gib(tensor_bytes));
+  std::printf("%-34s %9.3f GiB\n", "VmRSS after load", gib(after_load.rss));
+  std::printf("%-34s %9.3f GiB (%.1f%% of tensor bytes)\n\n", "resident weights after warm-up",
+              gib(resident_weights), 100 * resident_ratio);
+  std::printf("targets: decode >= %.0f%% of bandwidth: %s; ", 100 * bandwidth_target, yes(bandwidth_ratio >= bandwidth_target));
+  if (int8) std::printf("prefill >= 50%% of int8 peak: %s; ", yes(peak_ratio >= 0.5));
+  std::printf("batch-16 >= 8x batch-1: %s; resident weights <= tensor bytes + 5%%: %s\n", yes(speedup16 >= 8.0),
+              yes(resident_ratio <= 1.05));
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, CommandAction& action) {
+  auto* cmd = app.add_subcommand("bench", "Measure this machine's limits and a model's prefill/decode throughput");
+  auto o = std::make_shared<BenchOptions>();
+  auto* model = cmd->add_option("-m,--model", o->model_path, "GGUF model file");
+  auto* preset = cmd->add_option("--preset", o->preset, "random in-memory weights at this shape (--dummy-weights): " +
+                                                            model_preset_names());
+  cmd->add_option("--type", o->type, "weight type with --preset: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8")
+      ->needs(preset);
+  model->excludes(preset);
+  cmd->add_option("--seed", o->seed, "random seed of the dummy weights")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f32, f16, bf16, int8, fp8")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object instead of the table");
+  cmd->add_flag("--quick", o->quick, "fewer repetitions and a smaller bandwidth buffer");
+  cmd->callback([&action, o] {
+    action = [o] {
+      if (!o->preset.empty() && o->type.empty()) fail("--preset needs --type");
+      return bench(*o);
+    };
+  });
+}
+
+}  // namespace tessera

@@ -1,0 +1,67 @@
+// `tessera make-model`: a GGUF file with random weights at a published model's shape, for benchmarks and
+// load tests without downloading real weights.
+#include <chrono>
+#include <cstdio>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "model/presets.h"
+#include "model/synthetic.h"
+
+namespace tessera {
+namespace {
+
+struct MakeModelOptions {
+  std::string preset;
+  std::string type;
+  std::string output;
+  std::string vocab_from;
+  uint64_t seed = 1;
+  int threads = 0;
+};
+
+int make_model(const MakeModelOptions& o) {
+  const ModelPreset* preset = find_model_preset(o.preset);
+  if (preset == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
+  const std::optional<TensorType> type = weight_type_from_name(o.type);
+  if (!type) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8)", o.type);
+
+  const SyntheticPlan plan = plan_synthetic_model(*preset, *type, o.seed);
+  for (const std::string& note : plan.notes) std::fprintf(stderr, "make-model: %s\n", note.c_str());
+  std::shared_ptr<gguf::File> vocab_source;
+  if (!o.vocab_from.empty()) vocab_source = gguf::File::open(o.vocab_from);
+
+  ThreadPool pool(o.threads);
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  double last_print = -1.0;
+  write_synthetic_model(*preset, plan, o.output, vocab_source.get(), pool, [&](const WriteProgress& p) {
+    if (p.tensor < p.n_tensors && elapsed() - last_print < 0.25) return;  // a few updates a second
+    last_print = elapsed();
+    std::fprintf(stderr, "\rmake-model: %zu/%zu tensors, %.2f/%.2f GiB, %.1f s", p.tensor, p.n_tensors,
+                 double(p.bytes) / double(1ULL << 30), double(p.total_bytes) / double(1ULL << 30), elapsed());
+  });
+  std::fprintf(stderr, "\nmake-model: wrote %s (%s %s, seed %llu, %d threads) in %.1f s\n", o.output.c_str(),
+               std::string(preset->name).c_str(), o.type.c_str(), (unsigned long long)o.seed, pool.size(),
+               elapsed());
+  return 0;
+}
+
+}  // namespace
+
+void add_make_model_command(CLI::App& app, CommandAction& action) {
+  auto* cmd = app.add_subcommand("make-model", "Write a GGUF model with random weights at a published shape");
+  auto o = std::make_shared<MakeModelOptions>();
+  cmd->add_option("--preset", o->preset, "model shape: " + model_preset_names())->required();
+  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8")->required();
+  cmd->add_option("-o,--output", o->output, "output GGUF file")->required();
+  cmd->add_option("--vocab-from", o->vocab_from, "copy the tokenizer.* metadata of this GGUF file "
+                                                 "(default: a synthetic SentencePiece vocabulary)");
+  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  cmd->callback([&action, o] { action = [o] { return make_model(*o); }; });
+}
+
+}  // namespace tessera
