@@ -1,6 +1,10 @@
 // Gateway units: SSE framing, API keys, token buckets, the result cache, metrics exposition.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "core/error.h"
+
 #include "server/auth.h"
 #include "server/metrics.h"
 #include "server/rate_limiter.h"
@@ -44,6 +48,16 @@ TEST(ServerAuth, BearerKeys) {
   EXPECT_FALSE(constant_time_equal("abc", "abd"));
   EXPECT_FALSE(constant_time_equal("abc", "ab"));
   EXPECT_FALSE(constant_time_equal("", "a"));
+}
+
+TEST(ServerAuth, KeysFile) {
+  const std::string path = ::testing::TempDir() + "/tessera_keys.txt";
+  {
+    std::ofstream out(path);
+    out << "# comment\n\n  sk-a  \r\nsk-b\n";
+  }
+  EXPECT_EQ(ApiKeys::read_file(path), (std::vector<std::string>{"sk-a", "sk-b"}));
+  EXPECT_THROW(ApiKeys::read_file(path + ".missing"), Error);
 }
 
 TEST(ServerRateLimiter, RequestsPerSecondRefill) {
