@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "model/model.h"
+#include "bench_offline.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
 
@@ -32,6 +33,7 @@ struct BenchOptions {
   std::string kv_type = "f16";
   bool json = false;
   bool quick = false;
+  OfflineBenchCli offline;
 };
 
 constexpr int64_t kPrefillLengths[] = {128, 512};
@@ -57,6 +59,52 @@ bool computes_in_int8(TensorType type) {
 
 void progress(const std::string& what) { std::fprintf(stderr, "bench: %s\n", what.c_str()); }
 
+struct LoadedModel {
+  std::shared_ptr<Model> model;
+  std::string name;
+  TensorType type = TensorType::F32;
+  uint64_t tensor_bytes = 0, file_bytes = 0;
+};
+
+// The model under test: a GGUF file (mmapped) or a preset with random weights built in memory.
+LoadedModel load_bench_model(const BenchOptions& o, ThreadPool& pool) {
+  LoadedModel m;
+  if (!o.model_path.empty()) {
+    progress("loading " + o.model_path);
+    m.model = Model::load(o.model_path);
+    m.name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
+    for (const auto& t : m.model->file()->tensors()) m.tensor_bytes += t.n_bytes;
+    m.file_bytes = m.model->file()->file_size();
+    m.type = m.model->weights().layers.at(0).w_gate.type;
+    return m;
+  }
+  const ModelPreset* preset = find_model_preset(o.preset);
+  if (preset == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
+  const std::optional<TensorType> t = weight_type_from_name(o.type);
+  if (!t) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8)", o.type);
+  const SyntheticPlan plan = plan_synthetic_model(*preset, *t, o.seed);
+  for (const std::string& note : plan.notes) std::fprintf(stderr, "bench: %s\n", note.c_str());
+  progress(fmt::format("building {} {} with random weights in memory", preset->name, tensor_type_name(*t)));
+  m.model = make_dummy_model(*preset, plan, pool);
+  m.name = std::string(preset->name) + " (dummy weights)";
+  m.tensor_bytes = plan.n_bytes();
+  m.type = *t;
+  return m;
+}
+
+// --offline: the batching policies compared on one workload through the real engine.
+int bench_offline(const BenchOptions& o) {
+  if (o.model_path.empty() == o.preset.empty()) fail("give either -m MODEL or --preset NAME --type TYPE");
+  const std::optional<KvType> kv_type = kv_type_from_name(o.kv_type);
+  if (!kv_type) fail("unknown KV cache type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
+  ThreadPool pool(o.threads);
+  const LoadedModel loaded = load_bench_model(o, pool);
+  OfflineBenchCli offline = o.offline;
+  offline.bench.engine.kv_type = *kv_type;
+  return run_offline_bench_cli(loaded.model, offline, o.threads > 0 ? o.threads : ThreadPool::physical_core_count(),
+                               o.json);
+}
+
 int bench(const BenchOptions& o) {
   if (o.model_path.empty() == o.preset.empty()) fail("give either -m MODEL or --preset NAME --type TYPE");
   const std::optional<KvType> kv_type = kv_type_from_name(o.kv_type);
@@ -71,30 +119,11 @@ int bench(const BenchOptions& o) {
   // Resident memory: an mmapped file's pages are counted in its mapping once read (after a warm-up step that
   // reads every weight); an in-memory model's weights are anonymous memory from the moment they are built.
   const ProcessMemory before_load = read_process_memory();
-  std::shared_ptr<Model> model;
-  std::string name;
-  TensorType type;
-  uint64_t tensor_bytes = 0, file_bytes = 0;
-  if (!o.model_path.empty()) {
-    progress("loading " + o.model_path);
-    model = Model::load(o.model_path);
-    name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
-    for (const auto& t : model->file()->tensors()) tensor_bytes += t.n_bytes;
-    file_bytes = model->file()->file_size();
-    type = model->weights().layers.at(0).w_gate.type;
-  } else {
-    const ModelPreset* preset = find_model_preset(o.preset);
-    if (preset == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
-    const std::optional<TensorType> t = weight_type_from_name(o.type);
-    if (!t) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8)", o.type);
-    const SyntheticPlan plan = plan_synthetic_model(*preset, *t, o.seed);
-    for (const std::string& note : plan.notes) std::fprintf(stderr, "bench: %s\n", note.c_str());
-    progress(fmt::format("building {} {} with random weights in memory", preset->name, tensor_type_name(*t)));
-    model = make_dummy_model(*preset, plan, pool);
-    name = std::string(preset->name) + " (dummy weights)";
-    tensor_bytes = plan.n_bytes();
-    type = *t;
-  }
+  const LoadedModel loaded = load_bench_model(o, pool);
+  const std::shared_ptr<Model>& model = loaded.model;
+  const std::string& name = loaded.name;
+  const TensorType type = loaded.type;
+  const uint64_t tensor_bytes = loaded.tensor_bytes, file_bytes = loaded.file_bytes;
   const ProcessMemory after_load = read_process_memory();
   measure_decode(model, pool, 1, 1, 1, *kv_type);  // touches every weight once
   const ProcessMemory warm = read_process_memory();
@@ -224,10 +253,11 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f32, f16, bf16, int8, fp8")->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object instead of the table");
   cmd->add_flag("--quick", o->quick, "fewer repetitions and a smaller bandwidth buffer");
+  add_offline_bench_options(cmd, o->offline);
   cmd->callback([&action, o] {
     action = [o] {
       if (!o->preset.empty() && o->type.empty()) fail("--preset needs --type");
-      return bench(*o);
+      return o->offline.enabled ? bench_offline(*o) : bench(*o);
     };
   });
 }
