@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "commands.h"
@@ -182,6 +183,23 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--max-batched-tokens", o->engine.max_batched_tokens, "tokens per step")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--kv-blocks", o->engine.kv_blocks, "KV cache blocks (0: derived)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-mem", o->engine.kv_cache_bytes, "KV cache size in bytes, e.g. 512MB (0: derived)")
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--kv-block-size", o->engine.kv_block_size, "token positions per KV block")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  const std::map<std::string, KvType> kv_types{{"f32", KvType::F32}, {"f16", KvType::F16}, {"bf16", KvType::BF16},
+                                               {"int8", KvType::I8}, {"fp8", KvType::FP8}};
+  cmd->add_option("--kv-type", o->engine.kv_type, "KV cache storage: f32, f16, bf16, int8, fp8 (default f16)")
+      ->transform(CLI::CheckedTransformer(kv_types, CLI::ignore_case));
+  const std::map<std::string, BatchingMode> modes{{"continuous", BatchingMode::Continuous},
+                                                  {"static", BatchingMode::Static}, {"window", BatchingMode::Window}};
+  cmd->add_option("--batching", o->engine.batching, "continuous (default), static or window")
+      ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case));
+  cmd->add_option("--max-wait-ms", o->engine.max_wait_ms, "window batching: longest wait to fill a batch")
+      ->capture_default_str()->check(CLI::Range(0, 600000));
+  cmd->add_option("--preferred-batch", o->engine.preferred_batch, "window batching: batch size")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_flag("--no-prefix-caching{false}", o->engine.prefix_caching, "do not reuse cached prompt prefixes");
   cmd->callback([&action, o] { action = [o] { return serve(*o); }; });
 }
 
