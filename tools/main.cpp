@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   tessera::add_loadgen_command(app, action);
   tessera::add_make_model_command(app, action);
   tessera::add_bench_command(app, action);
+  tessera::add_tokenize_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -103,12 +103,15 @@ SpmTokenizer::SpmTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
   }
 
   for (size_t id = 0; id < n_vocab; ++id) {
-    if (vocab_.kinds[id] == TokenKind::UserDefined && !vocab_.tokens[id].empty())
-      user_defined_ids_.push_back(static_cast<int32_t>(id));
+    if (vocab_.tokens[id].empty()) continue;
+    if (vocab_.kinds[id] == TokenKind::UserDefined) user_defined_ids_.push_back(static_cast<int32_t>(id));
+    if (vocab_.kinds[id] == TokenKind::UserDefined || vocab_.kinds[id] == TokenKind::Control)
+      special_ids_.push_back(static_cast<int32_t>(id));
   }
   // Longest first, so that a user-defined token is never split by a shorter one it contains.
-  std::stable_sort(user_defined_ids_.begin(), user_defined_ids_.end(),
-                   [&](int32_t a, int32_t b) { return vocab_.tokens[a].size() > vocab_.tokens[b].size(); });
+  const auto longer = [&](int32_t a, int32_t b) { return vocab_.tokens[a].size() > vocab_.tokens[b].size(); };
+  std::stable_sort(user_defined_ids_.begin(), user_defined_ids_.end(), longer);
+  std::stable_sort(special_ids_.begin(), special_ids_.end(), longer);
 
   pieces_.resize(n_vocab);
   for (size_t id = 0; id < n_vocab; ++id) {
@@ -140,15 +143,15 @@ int32_t SpmTokenizer::find_token(std::string_view text) const {
   return it == token_ids_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos && vocab_.add_bos) out.push_back(vocab_.bos);
 
-  // User-defined tokens are cut out of the raw text first; control tokens are not (llama.cpp with
-  // parse_special = false), so "<s>" typed by a user stays text.
+  // User-defined tokens are cut out of the raw text first; control tokens only with parse_special (as
+  // llama.cpp), so "<s>" typed by a user stays text.
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({-1, 0, text.size()});
-  for (const int32_t id : user_defined_ids_) {
+  for (const int32_t id : parse_special ? special_ids_ : user_defined_ids_) {
     const std::string_view piece = vocab_.tokens[id];
     std::vector<Fragment> split;
     for (const Fragment& fragment : fragments) {

@@ -20,7 +20,8 @@ class SpmTokenizer final : public Tokenizer {
   // Throws tessera::Error when a byte has neither a <0xXX> token nor an unknown token to fall back to.
   explicit SpmTokenizer(Vocab vocab);
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const override;
+  using Tokenizer::encode;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override;
   std::string token_piece(int32_t id) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   const Vocab& vocab() const override { return vocab_; }
@@ -40,6 +41,7 @@ class SpmTokenizer final : public Tokenizer {
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> token_ids_;
   std::array<int32_t, 256> byte_ids_{};    // byte-fallback token per byte value
   std::vector<int32_t> user_defined_ids_;  // matched in the text before BPE: longest piece first
+  std::vector<int32_t> special_ids_;       // user-defined and control: matched with parse_special
   std::vector<std::string> pieces_;        // [n_vocab] what token_piece returns
 };
 

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "core/error.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -37,7 +38,9 @@ void Tokenizer::init_eog_ids(const Vocab& vocab) {
 std::unique_ptr<Tokenizer> make_tokenizer(Vocab vocab) {
   validate_vocab(vocab, "tokenizer");
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
-  fail("tokenizer model '{}' is not supported (supported: 'llama', SentencePiece BPE)", vocab.model);
+  if (vocab.model == "gpt2") return std::make_unique<BpeTokenizer>(std::move(vocab));
+  fail("tokenizer model '{}' is not supported (supported: 'llama', SentencePiece BPE; 'gpt2', byte-level BPE)",
+       vocab.model);
 }
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_leading_space)

@@ -1,5 +1,5 @@
-// Text <-> token ids. src/tokenizer holds the vocabularies (GGUF, llama2.c), the SentencePiece-BPE tokenizer
-// and the streaming detokenizer; model and engine code only sees this header.
+// Text <-> token ids. src/tokenizer holds the vocabularies (GGUF, llama2.c, tokenizer.json), the
+// SentencePiece-BPE and byte-level BPE tokenizers and the streaming detokenizer; model and engine code only sees this header.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +21,11 @@ class Tokenizer {
 
   // Token ids for `text`, which may be any bytes (invalid UTF-8 falls back to byte tokens). `add_bos` adds
   // the special tokens the vocabulary asks for: BOS when vocab().add_bos, EOS when vocab().add_eos (as
-  // llama.cpp's add_special). Control tokens written in the text ("<s>") are tokenized as plain text.
-  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos) const = 0;
+  // llama.cpp's add_special). User-defined tokens written in the text are always matched; control tokens
+  // ("<s>", "<|im_start|>") only with parse_special (llama.cpp's parse_special: for rendered chat templates),
+  // otherwise they are tokenized as plain text.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const = 0;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos) const { return encode(text, add_bos, false); }
   // The raw bytes one token stands for: "▁" becomes a space, "<0xAB>" the byte 0xAB, control, unknown and
   // unused tokens nothing. A piece may be part of a UTF-8 sequence. Throws tessera::Error for an id out of range.
   virtual std::string token_piece(int32_t id) const = 0;
@@ -43,7 +46,7 @@ class Tokenizer {
   std::vector<int32_t> eog_ids_;  // sorted, unique
 };
 
-// Picks the implementation for vocab.model ("llama" = SentencePiece BPE). Throws tessera::Error for an
+// Picks the implementation for vocab.model ("llama" = SentencePiece BPE, "gpt2" = byte-level BPE). Throws tessera::Error for an
 // inconsistent vocabulary or a tokenizer model that is not supported.
 std::unique_ptr<Tokenizer> make_tokenizer(Vocab vocab);
 

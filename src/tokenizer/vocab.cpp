@@ -107,6 +107,18 @@ Vocab vocab_from_gguf(const gguf::File& file) {
     vocab.kinds.assign(n_vocab, TokenKind::Normal);
   }
 
+  if (const auto* merges = find_array(file, "tokenizer.ggml.merges")) {
+    vocab.merges.reserve(merges->size());
+    for (size_t i = 0; i < merges->size(); ++i) {
+      try {
+        vocab.merges.push_back((*merges)[i].as_string());
+      } catch (const Error& e) {
+        fail("{}: tokenizer.ggml.merges[{}]: {}", source, i, e.what());
+      }
+    }
+  }
+  if (file.find("tokenizer.ggml.pre")) vocab.pre = file.get_string("tokenizer.ggml.pre");
+
   // SentencePiece vocabularies reserve 0, 1, 2 for <unk>, <s>, </s> when the file does not say otherwise.
   vocab.bos = find_token_id(file, "tokenizer.ggml.bos_token_id").value_or(is_spm ? 1 : -1);
   vocab.eos = find_token_id(file, "tokenizer.ggml.eos_token_id").value_or(is_spm ? 2 : -1);

@@ -32,6 +32,10 @@ struct Vocab {
   bool add_bos = true;
   bool add_eos = false;
   bool add_space_prefix = true;  // SentencePiece's dummy prefix: " " before non-empty text
+  // Byte-level BPE ("gpt2") only: merge rules "left right" in rank order (first merges first), spelled in the
+  // GPT-2 byte-to-unicode alphabet like the tokens, and the pre-tokenizer name (tokenizer.ggml.pre).
+  std::vector<std::string> merges;
+  std::string pre;
 };
 
 // Reads the tokenizer.ggml.* keys. Throws tessera::Error naming the key when data is missing or inconsistent

@@ -44,15 +44,31 @@ TEST(TokenizerVocab, Phi3AndGpt2) {
   EXPECT_EQ(phi3.pad, 32000);
   EXPECT_EQ(phi3.kinds[2], TokenKind::UserDefined);
 
-  // Byte-level BPE loads as a Vocab but has no tokenizer yet: the error names the model.
+  // Byte-level BPE: merges and the pre-tokenizer name come along.
   const auto gpt2 = vocab_from_gguf(*gguf::File::open(shared_path("tokenizer-vectors/ggml-vocab-gpt-2.gguf")));
   EXPECT_EQ(gpt2.model, "gpt2");
   EXPECT_FALSE(gpt2.add_space_prefix);
+  EXPECT_EQ(gpt2.pre, "gpt-2");
+  ASSERT_EQ(gpt2.merges.size(), 50000u);
+  EXPECT_EQ(gpt2.merges[0], "\xC4\xA0 t");  // "Ġ t"
+  EXPECT_NE(make_tokenizer(gpt2), nullptr);
+
+  // A tokenizer model nobody implements: the error names it.
+  Vocab unknown = gpt2;
+  unknown.model = "bert";
   try {
-    make_tokenizer(gpt2);
+    make_tokenizer(unknown);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("gpt2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bert"), std::string::npos) << e.what();
+  }
+  Vocab unknown_pre = gpt2;
+  unknown_pre.pre = "jais";
+  try {
+    make_tokenizer(unknown_pre);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("jais"), std::string::npos) << e.what();
   }
 }
 

@@ -1,0 +1,183 @@
+// tokenizer.json -> Vocab: the BPE model, the added tokens, the pre-tokenizer family and special ids.
+#include "tokenizer/tokenizer_json.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+// The split regexes of the supported families, exactly as their tokenizer.json files spell them.
+constexpr std::string_view kGpt2Regex =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+json read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+}
+
+// Flattens a pre-tokenizer (possibly a Sequence) into its steps.
+void collect_steps(const json& node, std::vector<const json*>& steps) {
+  if (node.is_null()) return;
+  if (node.value("type", "") == "Sequence") {
+    for (const json& child : node.at("pretokenizers")) collect_steps(child, steps);
+    return;
+  }
+  steps.push_back(&node);
+}
+
+// GGUF pre-tokenizer name for the tokenizer.json pre_tokenizer, or throws.
+std::string detect_pre(const json& pre_tokenizer, const std::string& path) {
+  std::vector<const json*> steps;
+  collect_steps(pre_tokenizer, steps);
+  bool byte_level = false;
+  std::string pre;
+  for (const json* step : steps) {
+    const std::string type = step->value("type", "");
+    if (type == "ByteLevel") {
+      byte_level = true;
+      if (step->value("use_regex", true) && pre.empty()) pre = "gpt-2";
+      if (step->value("add_prefix_space", false))
+        fail("{}: pre_tokenizer ByteLevel with add_prefix_space is not supported", path);
+    } else if (type == "Split") {
+      const json& pattern = step->at("pattern");
+      if (!pattern.contains("Regex")) fail("{}: pre_tokenizer Split without a regex is not supported", path);
+      const std::string regex = pattern.at("Regex").get<std::string>();
+      if (regex == kGpt2Regex) {
+        pre = "gpt-2";
+      } else if (regex == kLlama3Regex) {
+        pre = "llama-bpe";
+      } else if (regex == kQwen2Regex) {
+        pre = "qwen2";
+      } else {
+        fail("{}: pre-tokenizer regex '{}' is not supported (supported: the GPT-2, Llama-3 and Qwen2 patterns)",
+             path, regex);
+      }
+    } else {
+      fail("{}: pre_tokenizer type '{}' is not supported", path, type);
+    }
+  }
+  if (!byte_level) fail("{}: not a byte-level BPE tokenizer (no ByteLevel pre-tokenizer)", path);
+  if (pre.empty()) fail("{}: byte-level pre-tokenizer without a split regex is not supported", path);
+  return pre;
+}
+
+// A special token in tokenizer_config.json: a string, an {"content": ...} object or null.
+std::string config_token(const json& config, const char* key) {
+  if (!config.contains(key)) return {};
+  const json& value = config.at(key);
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object() && value.contains("content")) return value.at("content").get<std::string>();
+  return {};
+}
+
+}  // namespace
+
+Vocab vocab_from_tokenizer_json(const std::string& path) {
+  const json root = read_json(path);
+  Vocab vocab;
+  vocab.model = "gpt2";
+  vocab.add_bos = false;
+  vocab.add_space_prefix = false;
+  try {
+    const json& model = root.at("model");
+    const std::string type = model.value("type", "BPE");
+    if (type != "BPE") fail("{}: model type '{}' is not supported (only BPE)", path, type);
+    if (model.value("byte_fallback", false))
+      fail("{}: BPE with byte_fallback (SentencePiece style) is not supported; use the GGUF file", path);
+
+    const json& normalizer = root.value("normalizer", json());
+    if (!normalizer.is_null() && normalizer.value("type", "") != "NFC")
+      fail("{}: normalizer '{}' is not supported", path, normalizer.value("type", "?"));
+    vocab.pre = detect_pre(root.value("pre_tokenizer", json()), path);
+
+    // Ids may leave holes (added tokens placed after a padded vocabulary): they become unused tokens.
+    int64_t n_vocab = 0;
+    for (const auto& [text, id] : model.at("vocab").items()) n_vocab = std::max<int64_t>(n_vocab, id.get<int64_t>() + 1);
+    const json& added = root.value("added_tokens", json::array());
+    for (const json& token : added) n_vocab = std::max<int64_t>(n_vocab, token.at("id").get<int64_t>() + 1);
+    if (n_vocab <= 0 || n_vocab > std::numeric_limits<int32_t>::max())
+      fail("{}: vocabulary size {} is not valid", path, n_vocab);
+    vocab.tokens.assign(n_vocab, std::string());
+    vocab.kinds.assign(n_vocab, TokenKind::Unused);
+    vocab.scores.assign(n_vocab, 0.0f);
+    for (const auto& [text, id_json] : model.at("vocab").items()) {
+      const int64_t id = id_json.get<int64_t>();
+      if (id < 0) fail("{}: model.vocab['{}'] has negative id {}", path, text, id);
+      vocab.tokens[id] = text;
+      vocab.kinds[id] = TokenKind::Normal;
+    }
+    for (const json& token : added) {
+      const int64_t id = token.at("id").get<int64_t>();
+      if (id < 0) fail("{}: added token with negative id {}", path, id);
+      vocab.tokens[id] = token.at("content").get<std::string>();
+      vocab.kinds[id] = token.value("special", false) ? TokenKind::Control : TokenKind::UserDefined;
+    }
+    for (int64_t id = 0; id < n_vocab; ++id) {
+      if (vocab.kinds[id] == TokenKind::Unused) vocab.tokens[id] = "[PAD" + std::to_string(id) + "]";
+    }
+
+    const json& merges = model.at("merges");
+    vocab.merges.reserve(merges.size());
+    for (const json& merge : merges) {
+      if (merge.is_string()) {
+        vocab.merges.push_back(merge.get<std::string>());
+      } else if (merge.is_array() && merge.size() == 2) {
+        vocab.merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+      } else {
+        fail("{}: model.merges entry {} is neither \"a b\" nor [a, b]", path, merge.dump());
+      }
+    }
+  } catch (const json::exception& e) {
+    fail("{}: unexpected tokenizer.json structure: {}", path, e.what());
+  }
+
+  const auto find_id = [&](const std::string& text) -> int32_t {
+    if (text.empty()) return -1;
+    for (size_t id = 0; id < vocab.tokens.size(); ++id) {
+      if (vocab.tokens[id] == text && vocab.kinds[id] != TokenKind::Normal) return static_cast<int32_t>(id);
+    }
+    return -1;
+  };
+  const std::filesystem::path config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+  std::optional<bool> add_bos;
+  if (std::filesystem::exists(config_path)) {
+    const json config = read_json(config_path.string());
+    vocab.bos = find_id(config_token(config, "bos_token"));
+    vocab.eos = find_id(config_token(config, "eos_token"));
+    vocab.pad = find_id(config_token(config, "pad_token"));
+    vocab.unk = find_id(config_token(config, "unk_token"));
+    if (config.contains("add_bos_token") && config.at("add_bos_token").is_boolean())
+      add_bos = config.at("add_bos_token").get<bool>();
+  }
+  // Without a config, the family's conventional names.
+  if (vocab.bos < 0) vocab.bos = find_id(vocab.pre == "llama-bpe" ? "<|begin_of_text|>" : "");
+  if (vocab.eos < 0) vocab.eos = find_id(vocab.pre == "llama-bpe" ? "<|end_of_text|>" : "<|endoftext|>");
+  // Llama-3 prepends BOS (its post-processor's template; llama.cpp does the same for llama-bpe).
+  vocab.add_bos = add_bos.value_or(vocab.pre == "llama-bpe") && vocab.bos >= 0;
+
+  validate_vocab(vocab, path);
+  return vocab;
+}
+
+}  // namespace tessera
