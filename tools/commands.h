@@ -22,6 +22,8 @@ void add_loadgen_command(CLI::App& app, CommandAction& action);
 void add_make_model_command(CLI::App& app, CommandAction& action);
 void add_bench_command(CLI::App& app, CommandAction& action);
 void add_tokenize_command(CLI::App& app, CommandAction& action);
+void add_quantize_command(CLI::App& app, CommandAction& action);
+void add_perplexity_command(CLI::App& app, CommandAction& action);
 
 // Loads `path`, or the embedded default model when empty.
 std::shared_ptr<Model> load_model_or_embedded(const std::string& path);

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   tessera::add_make_model_command(app, action);
   tessera::add_bench_command(app, action);
   tessera::add_tokenize_command(app, action);
+  tessera::add_quantize_command(app, action);
+  tessera::add_perplexity_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -21,13 +21,17 @@ constexpr std::array kTraits = {
     TensorTypeTraits{TensorType::I8, "I8", 1, 1},       TensorTypeTraits{TensorType::I16, "I16", 1, 2},
     TensorTypeTraits{TensorType::I32, "I32", 1, 4},     TensorTypeTraits{TensorType::I64, "I64", 1, 8},
     TensorTypeTraits{TensorType::F64, "F64", 1, 8},     TensorTypeTraits{TensorType::BF16, "BF16", 1, 2},
+    TensorTypeTraits{TensorType::FP8_E4M3, "FP8_E4M3", 1, 1},
+    // INT4 rows are padded to whole 32-value chunks: row bytes = ceil(n / 32) * 16 (see kernels/lowbit.h).
+    TensorTypeTraits{TensorType::INT4, "INT4", 32, 16},
 };
 
 }  // namespace
 
 std::optional<TensorTypeTraits> tensor_type_traits(uint32_t type_id) {
   for (const auto& t : kTraits) {
-    if (static_cast<uint32_t>(t.type) == type_id) return t;
+    // Internal types are not GGUF ids: a file that uses one is rejected like any unknown id.
+    if (static_cast<uint32_t>(t.type) == type_id && !is_internal_tensor_type(t.type)) return t;
   }
   return std::nullopt;
 }

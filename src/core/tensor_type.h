@@ -30,7 +30,15 @@ enum class TensorType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  // Tessera's low-bit weight types. In-memory only: never written as a GGUF type id (other tools could not read
+  // it). On disk they are I8 tensors of raw bytes with companion tensors and a `tessera.quant.<name>.format`
+  // key; see src/kernels/lowbit.h.
+  FP8_E4M3 = 1000,  // one E4M3 byte per weight, fp32 scale per output row
+  INT4 = 1001,      // nibbles in 32-value chunks (16 bytes), fp16 scale and zero point per group
 };
+
+// True for the in-memory-only types above.
+inline bool is_internal_tensor_type(TensorType type) { return static_cast<uint32_t>(type) >= 1000; }
 
 struct TensorTypeTraits {
   TensorType type;

@@ -162,6 +162,9 @@ void Writer::add_tensor(const std::string& name, TensorType type, std::vector<ui
   for (const auto& t : tensors_) {
     if (t.name == name) fail("duplicate tensor '{}'", name);
   }
+  if (is_internal_tensor_type(type)) {
+    fail("tensor '{}': {} is an in-memory type with no GGUF id; store its bytes as I8", name, tensor_type_name(type));
+  }
   const auto& t = traits(type);
   const uint64_t row_length = dims.empty() ? 1 : dims[0];  // no dims: a scalar, as the reader reads it
   if (row_length % t.block_elements != 0) {

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/matmul_lowbit.h"
 #include "kernels/quant.h"
 
 namespace tessera {
@@ -48,6 +49,7 @@ bool is_float_type(KernelType t) { return t == KernelType::F32 || t == KernelTyp
 }  // namespace
 
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (is_lowbit_type(w.type)) return matmul_lowbit_reference(w, x, n_tokens, y, pool);  // FP8, INT4
   pool.parallel_for(w.n_out, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> row;
     float* r = grow(row, static_cast<size_t>(w.n_in));
@@ -69,6 +71,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, Isa isa) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
+  if (is_lowbit_type(w.type)) return matmul_lowbit(w, x, n_tokens, y, pool, isa);  // FP8, INT4
   const Isa level = kernel_isa(isa < detected_isa() ? isa : detected_isa());
   KernelType type;
   if (level == Isa::Scalar || !kernel_type(w.type, &type)) return matmul_reference(w, x, n_tokens, y, pool);

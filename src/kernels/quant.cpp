@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/lowbit.h"
 
 namespace tessera {
 namespace {
@@ -258,6 +259,8 @@ bool is_supported_weight_type(TensorType type) {
     case TensorType::Q4_K:
     case TensorType::Q6_K:
     case TensorType::I8:
+    case TensorType::FP8_E4M3:
+    case TensorType::INT4:
       return true;
     default:
       return false;
@@ -284,6 +287,11 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n, flo
       for (int64_t i = 0; i < n; ++i) dst[i] = q[i] * row_scale;
       return;
     }
+    case TensorType::FP8_E4M3:
+      dequantize_row_fp8(static_cast<const uint8_t*>(src), n, row_scale, dst);
+      return;
+    case TensorType::INT4:
+      fail("INT4 rows need their group scales: use dequantize_weight_row");
     case TensorType::Q8_0: {
       const auto* blocks = static_cast<const BlockQ8_0*>(src);
       for (int64_t b = 0; b < n / 32; ++b) {
@@ -339,6 +347,9 @@ void quantize_row(TensorType type, const float* src, void* dst, int64_t n, float
       *row_scale = scale;
       return;
     }
+    case TensorType::FP8_E4M3:
+      *row_scale = quantize_row_fp8(src, n, static_cast<uint8_t*>(dst));
+      return;
     case TensorType::Q8_0: {
       auto* blocks = static_cast<BlockQ8_0*>(dst);
       for (int64_t b = 0; b < n / 32; ++b) {

@@ -15,10 +15,17 @@ struct WeightMatrix {
   int64_t n_in = 0;
   const uint8_t* data = nullptr;  // n_out rows of row_bytes each
   size_t row_bytes = 0;
-  // Per-output-channel scales for TensorType::I8 (Tessera's INT8 format: q * scale[row]); null otherwise.
+  // Per-output-channel scales for TensorType::I8 (Tessera's INT8 format: q * scale[row]) and
+  // TensorType::FP8_E4M3 (fp8 value * scale[row]); null otherwise.
   const float* row_scales = nullptr;
+  // TensorType::INT4 only: value = scale · (q − zero) per group of group_size values along the row (the last
+  // group of a row may be shorter). fp16, [n_out, n_groups] with n_groups = ceil(n_in / group_size).
+  int32_t group_size = 0;
+  const uint16_t* group_scales = nullptr;
+  const uint16_t* group_zeros = nullptr;
 
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+  int64_t n_groups() const { return group_size > 0 ? (n_in + group_size - 1) / group_size : 0; }
 };
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/lowbit.h"
 #include "kernels/quant.h"
 #include "model/embedded_model.h"
 
@@ -74,6 +75,9 @@ class Binder {
   // A matrix with `n_in` columns (GGUF dims[0]) and `n_out` rows.
   WeightMatrix matrix(const std::string& name, int64_t n_out, int64_t n_in) const {
     const gguf::TensorInfo& t = tensor(name);
+    if (auto format = file_.find_string("tessera.quant." + name + ".format")) {
+      return lowbit_matrix(t, *format, n_out, n_in);
+    }
     if (t.dims.size() != 2 || t.dims[0] != uint64_t(n_in) || t.dims[1] != uint64_t(n_out)) {
       fail("{}: tensor '{}' has shape {} but [{}, {}] was expected", file_.name(), name, shape(t), n_in, n_out);
     }
@@ -89,6 +93,50 @@ class Binder {
     w.row_bytes = t.n_bytes / uint64_t(n_out);
     if (t.type == TensorType::I8) w.row_scales = vector(name + ".scale", n_out);  // Tessera INT8 scales
     return w;
+  }
+
+  // Tessera's FP8 and INT4 formats: raw bytes in an I8 tensor plus companion tensors (see kernels/lowbit.h).
+  WeightMatrix lowbit_matrix(const gguf::TensorInfo& t, const std::string& format, int64_t n_out,
+                             int64_t n_in) const {
+    const std::string& name = t.name;
+    WeightMatrix w;
+    w.n_out = n_out;
+    w.n_in = n_in;
+    w.data = t.data;
+    uint64_t row_bytes = 0;
+    if (format == "fp8_e4m3") {
+      w.type = TensorType::FP8_E4M3;
+      row_bytes = uint64_t(n_in);
+      w.row_scales = vector(name + ".scale", n_out);
+    } else if (format == "int4") {
+      w.type = TensorType::INT4;
+      const uint64_t group = file_.find_uint("tessera.quant." + name + ".group_size").value_or(0);
+      if (!is_valid_int4_group(int64_t(group))) {
+        fail("{}: tensor '{}': INT4 group size {} is not a positive multiple of 32", file_.name(), name, group);
+      }
+      w.group_size = int32_t(group);
+      row_bytes = int4_row_bytes(n_in);
+      w.group_scales = half_matrix(name + ".scale", n_out, w.n_groups());
+      w.group_zeros = half_matrix(name + ".zero", n_out, w.n_groups());
+    } else {
+      fail("{}: tensor '{}' has unknown Tessera quantization format '{}'", file_.name(), name, format);
+    }
+    if (t.type != TensorType::I8 || t.dims.size() != 2 || t.dims[0] != row_bytes || t.dims[1] != uint64_t(n_out)) {
+      fail("{}: {} tensor '{}' must be I8 [{}, {}], not {} {}", file_.name(), format, name, row_bytes, n_out,
+           tensor_type_name(t.type), shape(t));
+    }
+    w.row_bytes = row_bytes;
+    return w;
+  }
+
+  const uint16_t* half_matrix(const std::string& name, int64_t n_rows, int64_t n_cols) const {
+    const gguf::TensorInfo& t = tensor(name);
+    if (t.type != TensorType::F16 || t.dims.size() != 2 || t.dims[0] != uint64_t(n_cols) ||
+        t.dims[1] != uint64_t(n_rows) || reinterpret_cast<uintptr_t>(t.data) % 2 != 0) {
+      fail("{}: tensor '{}' must be F16 [{}, {}], not {} {}", file_.name(), name, n_cols, n_rows,
+           tensor_type_name(t.type), shape(t));
+    }
+    return reinterpret_cast<const uint16_t*>(t.data);
   }
 
   // A 1-D fp32 vector; F16/BF16 storage is widened once at load.
@@ -147,6 +195,7 @@ std::shared_ptr<Model> Model::from_gguf(std::shared_ptr<gguf::File> file) {
 
   ModelWeights& w = model->weights_;
   w.token_embd = bind.matrix("token_embd.weight", c.n_vocab, c.n_embd);
+  if (w.token_embd.type == TensorType::INT4) fail("{}: an INT4 'token_embd.weight' is not supported", file->name());
   w.output_norm = bind.vector("output_norm.weight", c.n_embd);
   c.tied_output = file->find_tensor("output.weight") == nullptr;
   w.output = c.tied_output ? w.token_embd : bind.matrix("output.weight", c.n_vocab, c.n_embd);
@@ -191,7 +240,10 @@ std::shared_ptr<Model> Model::from_parts(ModelConfig config, ModelWeights weight
 }
 
 uint64_t Model::weight_bytes() const {
-  auto bytes = [](const WeightMatrix& m) { return uint64_t(m.n_out) * m.row_bytes; };
+  auto bytes = [](const WeightMatrix& m) {  // rows plus their scales (and INT4 zero points)
+    const uint64_t params = m.type == TensorType::INT4 ? uint64_t(m.n_groups()) * 4 : m.row_scales ? 4 : 0;
+    return uint64_t(m.n_out) * (m.row_bytes + params);
+  };
   uint64_t total = bytes(weights_.output);  // the embedding is read one row per token, not streamed
   for (const LayerWeights& l : weights_.layers) {
     total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) + bytes(l.w_down);

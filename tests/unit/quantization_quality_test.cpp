@@ -1,0 +1,165 @@
+// Quantized embedded model (stories260K) vs its F32 original on the shared corpus: the quality targets
+// per precision, the calibration forward pass against the engine's, and the quantizer's bad-input errors.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "engine/generator.h"
+#include "eval/perplexity.h"
+#include "model/model.h"
+#include "quant/calibration.h"
+#include "quant/quantizer.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using quant::Method;
+using quant::QuantizeOptions;
+using quant::WeightFormat;
+
+std::string corpus() {
+  std::ifstream f(std::string(TESSERA_SHARED_DIR) + "/corpus/stories260K-samples.txt", std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+class QuantizationQuality : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("tessera_quality_" + std::to_string(::getpid())));
+    fs::create_directories(*dir_);
+    text_ = new std::string(corpus());
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete text_;
+  }
+
+  // Quantizes the embedded model and measures it against the F32 original on the first 16 windows of 256.
+  static PerplexityResult measure(const std::string& name, QuantizeOptions o) {
+    if (text_->empty()) return {};
+    const std::string path = (*dir_ / (name + ".gguf")).string();
+    auto f32 = Model::load_embedded();
+    if (o.method != Method::Rtn) o.calibration_text = *text_;
+    quant::quantize_model(*f32, path, o);
+    auto model = Model::load(path);
+    ThreadPool pool(2);
+    PerplexityOptions po;
+    po.ctx = 256;
+    po.max_windows = 16;
+    return evaluate_perplexity(model, f32, *text_, po, pool);
+  }
+
+  static QuantizeOptions opts(WeightFormat f, Method m = Method::Rtn) {
+    QuantizeOptions o;
+    o.format = f;
+    o.method = m;
+    return o;
+  }
+
+  static fs::path* dir_;
+  static std::string* text_;
+};
+fs::path* QuantizationQuality::dir_ = nullptr;
+std::string* QuantizationQuality::text_ = nullptr;
+
+TEST_F(QuantizationQuality, Int8WithinOnePercentAnd98PercentTop1) {
+  if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
+  const auto r = measure("int8", opts(WeightFormat::Int8));
+  EXPECT_LT(r.ppl_ratio, 1.01);
+  EXPECT_GE(r.top1_agreement, 0.98);
+}
+
+TEST_F(QuantizationQuality, Fp8WithinTwoPercent) {
+  if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
+  const auto r = measure("fp8", opts(WeightFormat::Fp8));
+  EXPECT_LT(r.ppl_ratio, 1.02);
+}
+
+TEST_F(QuantizationQuality, CalibratedInt4WithinFivePercentAndBetterThanRtn) {
+  if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
+  const auto rtn = measure("int4_rtn", opts(WeightFormat::Int4));
+  const auto gptq = measure("int4_gptq", opts(WeightFormat::Int4, Method::Gptq));
+  EXPECT_LT(gptq.ppl_ratio, 1.05);
+  EXPECT_LT(gptq.perplexity, rtn.perplexity * 0.99) << "RTN " << rtn.perplexity << ", GPTQ " << gptq.perplexity;
+  EXPECT_LT(gptq.kl_mean, rtn.kl_mean);
+}
+
+TEST_F(QuantizationQuality, AwqNeverWorseThanRtnOnItsObjectiveAndLoads) {
+  if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
+  const auto r = measure("int4_awq", opts(WeightFormat::Int4, Method::Awq));
+  EXPECT_LT(r.ppl_ratio, 1.15);
+}
+
+// The calibration pass is a separate implementation of the forward pass: its logits must match the engine's.
+TEST(Calibration, CaptureForwardMatchesEngine) {
+  auto model = Model::load_embedded();
+  ThreadPool pool(2);
+  const std::vector<int32_t> tokens = model->tokenizer().encode("Once upon a time, there was a little dog.", true);
+  Generator gen(model, pool, 64);
+  const std::vector<float> want = gen.prompt_logits(tokens);
+  const std::vector<float> got = quant::capture_forward(*model, tokens, nullptr, pool);
+  ASSERT_EQ(got.size(), want.size());
+  double max_diff = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, double(std::fabs(got[i] - want[i])));
+  EXPECT_LT(max_diff, 1e-3);
+}
+
+TEST(QuantizeErrors, BadInputFailsClearlyAndLeavesNoFile) {
+  auto model = Model::load_embedded();
+  const fs::path dir = fs::temp_directory_path() / ("tessera_qerr_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string out = (dir / "out.gguf").string();
+  auto expect_error = [&](QuantizeOptions o, const std::string& what, const std::string& path) {
+    try {
+      quant::quantize_model(*model, path, o);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(path));
+  };
+  QuantizeOptions o;
+  o.format = WeightFormat::Int4;
+  o.group_size = 48;
+  expect_error(o, "group size 48", out);
+  o.group_size = 32;
+  o.method = Method::Awq;
+  expect_error(o, "calibration text", out);
+  o.calibration_text = "   \n";
+  expect_error(o, "empty", out);
+  o.calibration_text = "Once upon a time.";
+  expect_error(o, "too short", out);
+  o.method = Method::Rtn;
+  expect_error(o, "cannot write", (dir / "missing" / "out.gguf").string());
+  // A quantized model is not a valid source.
+  QuantizeOptions int8;
+  int8.format = WeightFormat::Int8;
+  const std::string q8 = (dir / "int8.gguf").string();
+  quant::quantize_model(*model, q8, int8);
+  auto quantized = Model::load(q8);
+  try {
+    quant::quantize_model(*quantized, out, o);
+    ADD_FAILURE() << "re-quantizing an I8 model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("quantize from an F32, F16 or BF16 model"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(out));
+  size_t leftovers = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) leftovers += entry.path().filename() != "int8.gguf";
+  EXPECT_EQ(leftovers, 0u) << "temporary files left in " << dir;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessera
