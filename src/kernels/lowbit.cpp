@@ -9,51 +9,22 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/fp8.h"
 #include "kernels/quant.h"
 
 namespace tessera {
-
-uint8_t fp32_to_e4m3(float x) {
-  if (std::isnan(x)) return 0x7F;
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const float a = std::fabs(x);
-  if (a >= kE4M3Max) return sign | 0x7E;
-  constexpr float kMinNormal = 1.0f / 64.0f;  // 2^-6
-  if (a < kMinNormal) {
-    // Subnormals step by 2^-9; a result of 8 steps is the smallest normal, whose code is 0x08 as well.
-    const int q = static_cast<int>(std::nearbyint(a * 512.0f));
-    return sign | static_cast<uint8_t>(q);
-  }
-  int e2 = 0;
-  const float f = std::frexp(a, &e2);  // a = f · 2^e2, f in [0.5, 1)
-  int e = e2 - 1;                      // a = (2f) · 2^e, 2f in [1, 2)
-  int m = static_cast<int>(std::nearbyint((2.0f * f - 1.0f) * 8.0f));
-  if (m == 8) {
-    m = 0;
-    ++e;
-  }
-  const int code = ((e + 7) << 3) | m;
-  return sign | static_cast<uint8_t>(std::min(code, 0x7E));
-}
-
-float e4m3_to_fp32(uint8_t v) {
-  const int e = (v >> 3) & 0xF, m = v & 7;
-  if (e == 15 && m == 7) return std::numeric_limits<float>::quiet_NaN();
-  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
-  return (v & 0x80) ? -mag : mag;
-}
 
 float quantize_row_fp8(const float* x, int64_t n, uint8_t* dst) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float scale = amax / kE4M3Max;
   const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-  for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_e4m3(x[i] * inv);
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_fp8_e4m3(x[i] * inv);
   return scale;
 }
 
 void dequantize_row_fp8(const uint8_t* src, int64_t n, float scale, float* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = e4m3_to_fp32(src[i]) * scale;
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_to_fp32(src[i]) * scale;
 }
 
 Int4Group int4_fit_group(const float* x, int64_t n) {

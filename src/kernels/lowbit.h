@@ -18,10 +18,8 @@
 
 namespace tessera {
 
-// ---- FP8 E4M3 (the "fn" variant: no infinities, 0x7F / 0xFF are NaN, largest finite 448) ------------------
+// ---- FP8 E4M3 (values as in core/fp8.h: the "fn" variant, largest finite 448) ---------------------------------
 constexpr float kE4M3Max = 448.0f;
-uint8_t fp32_to_e4m3(float x);  // round to nearest even, saturating to ±448
-float e4m3_to_fp32(uint8_t v);
 
 // A row as E4M3 bytes of x / scale with scale = max|x| / 448; returns the scale (0 for an all-zero row).
 float quantize_row_fp8(const float* x, int64_t n, uint8_t* dst);
