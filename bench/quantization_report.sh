@@ -118,6 +118,12 @@ HEADER="| precision | weight bytes | RSS MB | prefill tok/s | decode tok/s (b=1)
   cat "$WORK/int4_g32_gptq.report" "$WORK/q8_0.report"
   echo '```'
   echo
+  echo "Targets (issue 4): INT8 perplexity ≤ +1 % and top-1 ≥ 98 %; FP8 ≤ +2 %; calibrated INT4 g32 ≤ +5 % and better than RTN"
+  echo "(GPTQ meets this; AWQ lowers each layer's calibration output error below RTN's, see below, but that does not carry"
+  echo "through to perplexity on this tiny model). tests/unit/quantization_quality_test.cpp checks the same targets on 16"
+  echo "windows. Speed on stories260K (64-wide layers, everything in L1) measures overheads, not weight bandwidth: the"
+  echo "INT4-vs-INT8 decode targets (≥ 1.6× at batch 1, not below at batch 16) need a large model and \`tessera bench\`."
+  echo
   echo "AWQ's per-layer choices:"
   echo
   echo '```'

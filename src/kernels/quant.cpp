@@ -259,8 +259,6 @@ bool is_supported_weight_type(TensorType type) {
     case TensorType::Q4_K:
     case TensorType::Q6_K:
     case TensorType::I8:
-    case TensorType::FP8_E4M3:
-    case TensorType::INT4:
       return true;
     default:
       return false;

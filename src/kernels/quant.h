@@ -7,7 +7,8 @@
 
 namespace tessera {
 
-// True when the kernels can compute with (and dequantize) this weight type.
+// True when the kernels can compute with (and dequantize) this GGUF weight type. Tessera's FP8 and INT4 types
+// (kernels/lowbit.h) are bound and computed through their own path and are not listed here.
 bool is_supported_weight_type(TensorType type);
 
 // Expands n elements (a multiple of the type's block size) to fp32. For TensorType::I8, `row_scale` is the
