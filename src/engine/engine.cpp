@@ -103,7 +103,10 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<ActiveRequest>> inbox;
   std::unordered_set<uint64_t> cancels;
   uint64_t next_id = 1;
-  size_t n_live = 0;  // submitted and not finished
+  size_t n_live = 0;  // samples submitted and not finished
+  // True when the last published snapshot was taken with nothing live: wait_idle() waits for this, not just for
+  // n_live == 0, so that stats() read after it includes the last step.
+  bool idle_published = true;
   bool stopping = false;
   EngineStats snapshot;
   std::function<void(const StepStats&)> observer;
@@ -185,7 +188,6 @@ void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string err
   active.erase(r.seq.id);  // destroys r
   std::lock_guard lock(mutex);
   n_live -= size_t(n_ended);
-  if (n_live == 0) idle.notify_all();
 }
 
 void Engine::Impl::send_finished(ActiveRequest& r, FinishReason reason, const std::string& error, int32_t index) {
@@ -277,6 +279,8 @@ void Engine::Impl::publish_stats() {
   std::lock_guard lock(mutex);
   s.n_waiting += int64_t(inbox.size());
   snapshot = s;
+  idle_published = n_live == 0;
+  if (idle_published) idle.notify_all();
 }
 
 bool Engine::Impl::step() {
@@ -401,6 +405,7 @@ void Engine::Impl::loop() {
   std::vector<ActiveRequest*> left;
   for (auto& [id, r] : active) left.push_back(r.get());
   for (ActiveRequest* r : left) finish(*r, FinishReason::Cancelled, "the engine is shutting down");
+  publish_stats();
 }
 
 Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
@@ -459,6 +464,7 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
       return id;
     }
     m.n_live += size_t(r->request.n);
+    m.idle_published = false;
     m.inbox.push_back(std::move(r));
   }
   m.wake.notify_one();
@@ -485,7 +491,7 @@ void Engine::set_step_observer(std::function<void(const StepStats&)> observer) {
 
 bool Engine::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->mutex);
-  return impl_->idle.wait_for(lock, timeout, [&] { return impl_->n_live == 0; });
+  return impl_->idle.wait_for(lock, timeout, [&] { return impl_->idle_published; });
 }
 
 const Model& Engine::model() const { return *impl_->model; }
