@@ -79,6 +79,7 @@ struct Engine::Impl {
   void fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children);
   void send_finished(ActiveRequest& r, FinishReason reason, const std::string& error, int32_t index);
   void publish_stats();
+  void admit_inbox();  // moves submitted requests to the scheduler; caller holds `mutex`
 
   std::shared_ptr<const Model> model;
   EngineOptions options;
@@ -283,18 +284,22 @@ void Engine::Impl::publish_stats() {
   if (idle_published) idle.notify_all();
 }
 
+void Engine::Impl::admit_inbox() {
+  for (auto& r : inbox) {
+    r->seq.arrival = ++arrival_counter;
+    r->seq.id = next_seq_id++;
+    scheduler->add(&r->seq, r->submitted);
+    const uint64_t id = r->seq.id;
+    active.emplace(id, std::move(r));
+  }
+  inbox.clear();
+}
+
 bool Engine::Impl::step() {
   const auto now = Clock::now();
   {
     std::lock_guard lock(mutex);
-    for (auto& r : inbox) {
-      r->seq.arrival = ++arrival_counter;
-      r->seq.id = next_seq_id++;
-      scheduler->add(&r->seq, r->submitted);
-      const uint64_t id = r->seq.id;
-      active.emplace(id, std::move(r));
-    }
-    inbox.clear();
+    admit_inbox();
   }
   std::unordered_set<uint64_t> to_cancel;
   {
@@ -393,14 +398,7 @@ void Engine::Impl::loop() {
   // Shutdown: whatever is left ends as cancelled, so every caller gets its Finished event.
   {
     std::lock_guard lock(mutex);
-    for (auto& r : inbox) {
-      r->seq.arrival = ++arrival_counter;
-      r->seq.id = next_seq_id++;
-      scheduler->add(&r->seq, r->submitted);
-      const uint64_t id = r->seq.id;
-      active.emplace(id, std::move(r));
-    }
-    inbox.clear();
+    admit_inbox();
   }
   std::vector<ActiveRequest*> left;
   for (auto& [id, r] : active) left.push_back(r.get());

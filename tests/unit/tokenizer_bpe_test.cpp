@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "test_paths.h"
+#include "tokenizer_vectors.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -26,50 +27,12 @@
 namespace tessera {
 namespace {
 
+using ::tessera::testing::describe;
+using ::tessera::testing::read_file;
+using ::tessera::testing::read_vectors;
 using ::tessera::testing::shared_path;
+using ::tessera::testing::VectorCase;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct VectorCase {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-// NAME.inp: inputs each followed by "\n__ggml_vocab_test__\n"; NAME.out: one line of ids per input.
-std::vector<VectorCase> read_vectors(const std::string& name) {
-  const std::string inp = read_file(shared_path("tokenizer-vectors/" + name + ".inp"));
-  const std::string out = read_file(shared_path("tokenizer-vectors/" + name + ".out"));
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::vector<VectorCase> cases;
-  for (size_t pos = 0; pos < inp.size();) {
-    const size_t end = inp.find(separator, pos);
-    if (end == std::string::npos) break;
-    cases.push_back({inp.substr(pos, end - pos), {}});
-    pos = end + separator.size();
-  }
-  std::istringstream lines(out);
-  std::string line;
-  size_t i = 0;
-  while (std::getline(lines, line) && i < cases.size()) {
-    std::istringstream ids(line);
-    for (int32_t id; ids >> id;) cases[i].ids.push_back(id);
-    ++i;
-  }
-  EXPECT_EQ(i, cases.size()) << name << ": inputs and output lines differ in number";
-  return cases;
-}
-
-std::string describe(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (const int32_t id : ids) s += std::to_string(id) + " ";
-  return s;
-}
 
 void expect_vectors(const Tokenizer& tokenizer, const std::string& name) {
   const auto cases = read_vectors(name);
