@@ -46,9 +46,9 @@ PerplexityResult evaluate_perplexity(std::shared_ptr<const Model> model, std::sh
   int64_t n_windows = (int64_t(tokens.size()) + per_window - 1) / per_window;
   if (o.max_windows > 0) n_windows = std::min(n_windows, o.max_windows);
 
-  Generator gen(model, pool, o.ctx);
+  Generator gen(model, pool, o.ctx, 512, o.kv_type);
   std::unique_ptr<Generator> ref_gen;
-  if (reference) ref_gen = std::make_unique<Generator>(reference, pool, o.ctx);
+  if (reference) ref_gen = std::make_unique<Generator>(reference, pool, o.ctx, 512, o.ref_kv_type);
 
   PerplexityResult r;
   r.has_reference = reference != nullptr;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "kernels/attention.h"
 #include "model/model.h"
 
 namespace tessera {
@@ -15,6 +16,8 @@ namespace tessera {
 struct PerplexityOptions {
   int64_t ctx = 128;         // tokens per window, BOS included
   int64_t max_windows = 0;   // 0: the whole text
+  KvType kv_type = KvType::F32;      // KV cache storage of the model under test
+  KvType ref_kv_type = KvType::F32;  // and of the reference (the same model with another KV type measures KV quantization)
   std::function<void(int64_t done, int64_t total)> progress;
 };
 

@@ -80,6 +80,20 @@ TEST_F(QuantizationQuality, Int8WithinOnePercentAnd98PercentTop1) {
   EXPECT_GE(r.top1_agreement, 0.98);
 }
 
+TEST_F(QuantizationQuality, Int8KvCacheWithinOnePercentOfF16Kv) {
+  if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
+  auto model = Model::load_embedded();
+  ThreadPool pool(2);
+  PerplexityOptions po;
+  po.ctx = 256;
+  po.max_windows = 16;
+  po.kv_type = KvType::I8;
+  po.ref_kv_type = KvType::F16;  // the same weights: only the KV cache storage differs
+  const auto r = evaluate_perplexity(model, model, *text_, po, pool);
+  EXPECT_LT(r.ppl_ratio, 1.01);
+  EXPECT_GT(r.kl_mean, 0.0) << "the INT8 cache should differ from the F16 one at all";
+}
+
 TEST_F(QuantizationQuality, Fp8WithinTwoPercent) {
   if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
   const auto r = measure("fp8", opts(WeightFormat::Fp8));
