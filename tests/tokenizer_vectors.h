@@ -59,4 +59,21 @@ inline std::string describe(const std::vector<int32_t>& ids) {
   return s;
 }
 
+// `count` strings of 0..63 arbitrary bytes (invalid UTF-8 and NULs included) from a fixed LCG seed.
+inline std::vector<std::string> random_byte_strings(uint32_t seed, int count) {
+  std::vector<std::string> out;
+  uint32_t state = seed;
+  for (int i = 0; i < count; ++i) {
+    std::string text;
+    state = state * 1664525u + 1013904223u;
+    const size_t length = (state >> 8) % 64;
+    for (size_t j = 0; j < length; ++j) {
+      state = state * 1664525u + 1013904223u;
+      text.push_back(static_cast<char>(state >> 24));
+    }
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
 }  // namespace tessera::testing

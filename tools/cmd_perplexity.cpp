@@ -1,7 +1,6 @@
 // `tessera perplexity`: perplexity of a model on a text, and KL divergence / top-1 agreement vs a reference.
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -75,12 +74,8 @@ void add_perplexity_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--chunks", o->chunks, "at most this many windows (0: all)")->default_val(0);
   cmd->add_option("-t,--threads", o->threads, "threads (0: all cores)")->default_val(0);
   cmd->add_flag("--json", o->json, "print JSON");
-  const std::map<std::string, KvType> kv_types{{"f32", KvType::F32}, {"f16", KvType::F16}, {"bf16", KvType::BF16},
-                                               {"int8", KvType::I8}, {"fp8", KvType::FP8}};
-  cmd->add_option("--kv-type", o->kv_type, "KV cache storage of the model: f32 (default), f16, bf16, int8, fp8")
-      ->transform(CLI::CheckedTransformer(kv_types, CLI::ignore_case));
-  cmd->add_option("--ref-kv-type", o->ref_kv_type, "KV cache storage of the reference (default f32)")
-      ->transform(CLI::CheckedTransformer(kv_types, CLI::ignore_case));
+  add_kv_type_option(cmd, "--kv-type", o->kv_type, "KV cache storage of the model: f32 (default), f16, bf16, int8, fp8");
+  add_kv_type_option(cmd, "--ref-kv-type", o->ref_kv_type, "KV cache storage of the reference (default f32)");
   cmd->callback([&action, o] {
     action = [o] { return run_perplexity(*o); };
   });

@@ -187,10 +187,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
       ->transform(CLI::AsSizeValue(false));
   cmd->add_option("--kv-block-size", o->engine.kv_block_size, "token positions per KV block")->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  const std::map<std::string, KvType> kv_types{{"f32", KvType::F32}, {"f16", KvType::F16}, {"bf16", KvType::BF16},
-                                               {"int8", KvType::I8}, {"fp8", KvType::FP8}};
-  cmd->add_option("--kv-type", o->engine.kv_type, "KV cache storage: f32, f16, bf16, int8, fp8 (default f16)")
-      ->transform(CLI::CheckedTransformer(kv_types, CLI::ignore_case));
+  add_kv_type_option(cmd, "--kv-type", o->engine.kv_type, "KV cache storage: f32, f16, bf16, int8, fp8 (default f16)");
   const std::map<std::string, BatchingMode> modes{{"continuous", BatchingMode::Continuous},
                                                   {"static", BatchingMode::Static}, {"window", BatchingMode::Window}};
   cmd->add_option("--batching", o->engine.batching, "continuous (default), static or window")

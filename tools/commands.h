@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "kernels/attention.h"
+
 namespace tessera {
 
 class Model;
@@ -24,6 +26,9 @@ void add_bench_command(CLI::App& app, CommandAction& action);
 void add_tokenize_command(CLI::App& app, CommandAction& action);
 void add_quantize_command(CLI::App& app, CommandAction& action);
 void add_perplexity_command(CLI::App& app, CommandAction& action);
+
+// A KV-cache storage option ("f32", "f16", "bf16", "int8", "fp8", case-insensitive) stored into `target`.
+CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& target, const std::string& help);
 
 // Loads `path`, or the embedded default model when empty.
 std::shared_ptr<Model> load_model_or_embedded(const std::string& path);

@@ -2,12 +2,19 @@
 // stderr and a non-zero exit, never a crash.
 #include <cstdio>
 #include <exception>
+#include <map>
 
 #include "commands.h"
 #include "core/error.h"
 #include "model/model.h"
 
 namespace tessera {
+
+CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& target, const std::string& help) {
+  static const std::map<std::string, KvType> kKvTypes{
+      {"f32", KvType::F32}, {"f16", KvType::F16}, {"bf16", KvType::BF16}, {"int8", KvType::I8}, {"fp8", KvType::FP8}};
+  return cmd->add_option(name, target, help)->transform(CLI::CheckedTransformer(kKvTypes, CLI::ignore_case));
+}
 
 std::shared_ptr<Model> load_model_or_embedded(const std::string& path) {
   return path.empty() ? Model::load_embedded() : Model::load(path);

@@ -414,10 +414,7 @@ Engine::~Engine() = default;
 uint64_t Engine::submit(Request request, EventCallback on_event) {
   Impl& m = *impl_;
   const int64_t n_vocab = m.model->config().n_vocab;
-  if (request.prompt.empty()) fail("the prompt is empty");
-  for (int32_t id : request.prompt) {
-    if (id < 0 || id >= n_vocab) fail("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1);
-  }
+  check_prompt_tokens(request.prompt, n_vocab);
   if (const std::string problem = validate(request.sampling); !problem.empty()) fail("{}", problem);
   if (request.top_logprobs < 0 || request.top_logprobs > 20) fail("top_logprobs must be in 0..20");
   if (request.n < 1 || request.n > 128) fail("n must be in 1..128");

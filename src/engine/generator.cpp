@@ -32,14 +32,10 @@ Generator::Generator(std::shared_ptr<const Model> model, ThreadPool& pool, int64
 }
 
 void Generator::check_prompt(const std::vector<int32_t>& prompt) const {
-  if (prompt.empty()) fail("the prompt is empty (no tokens)");
   if (int64_t(prompt.size()) > n_ctx_) {
     fail("the prompt has {} tokens but the context holds only {}", prompt.size(), n_ctx_);
   }
-  const int64_t n_vocab = model_->config().n_vocab;
-  for (int32_t id : prompt) {
-    if (id < 0 || id >= n_vocab) fail("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1);
-  }
+  check_prompt_tokens(prompt, model_->config().n_vocab);
 }
 
 std::span<const float> Generator::feed(const std::vector<int32_t>& tokens, size_t begin, size_t end, bool all_logits) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ enum class FinishReason {
   Error,      // the request failed (see `error`); the engine goes on
 };
 const char* finish_reason_name(FinishReason reason);  // OpenAI spelling: "stop", "length", ...
+
+// Throws tessera::Error when the prompt is empty or holds a token id outside [0, n_vocab).
+void check_prompt_tokens(std::span<const int32_t> prompt, int64_t n_vocab);
 
 struct Request {
   std::vector<int32_t> prompt;  // token ids, BOS included when wanted

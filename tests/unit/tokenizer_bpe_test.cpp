@@ -146,15 +146,7 @@ TEST(TokenizerBpe, PiecesAreRawBytesAndStreamDecodes) {
 
 TEST(TokenizerBpe, AnyBytesRoundTrip) {
   const auto tokenizer = load_gpt2();
-  uint32_t state = 7;
-  for (int i = 0; i < 300; ++i) {
-    std::string text;
-    state = state * 1664525u + 1013904223u;
-    const size_t length = (state >> 8) % 64;
-    for (size_t j = 0; j < length; ++j) {
-      state = state * 1664525u + 1013904223u;
-      text.push_back(static_cast<char>(state >> 24));
-    }
+  for (const std::string& text : ::tessera::testing::random_byte_strings(7, 300)) {
     EXPECT_EQ(tokenizer->decode(tokenizer->encode(text, false)), text);
   }
 }

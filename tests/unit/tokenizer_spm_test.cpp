@@ -117,15 +117,7 @@ TEST(TokenizerSpm, InvalidUtf8FallsBackToBytes) {
     EXPECT_EQ(tokenizer->decode(ids), text);
   }
   // Random bytes: never a crash, always lossless.
-  uint32_t state = 2024;
-  for (int i = 0; i < 300; ++i) {
-    std::string text;
-    state = state * 1664525u + 1013904223u;
-    const size_t length = (state >> 8) % 64;
-    for (size_t j = 0; j < length; ++j) {
-      state = state * 1664525u + 1013904223u;
-      text.push_back(static_cast<char>(state >> 24));
-    }
+  for (const std::string& text : ::tessera::testing::random_byte_strings(2024, 300)) {
     EXPECT_EQ(tokenizer->decode(tokenizer->encode(text, true)), text);
   }
   // An invalid byte is its own character: the valid text around it still merges normally.
