@@ -2,6 +2,7 @@
 // across the pool. Work is split over rows only, never over the reduction, which keeps results batch-invariant.
 #include "kernels/matmul.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/check.h"
@@ -69,51 +70,122 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   matmul(w, x, n_tokens, y, pool, active_isa());
 }
 
+namespace {
+
+// How a weight type wants its activations: fp32 as they are, int8 with one scale per token (I8), or int8 in
+// blocks of 32 (the GGUF block types).
+enum class ActKind { Float, PerRow, Block32 };
+
+ActKind act_kind(KernelType type) {
+  return is_float_type(type) ? ActKind::Float : type == KernelType::I8 ? ActKind::PerRow : ActKind::Block32;
+}
+
+// Matrices that take the fast path: a kernel type at a vector ISA level, not FP8/INT4 (matmul_lowbit).
+bool has_fast_kernel(const WeightMatrix& w, Isa level, KernelType* type) {
+  return !is_lowbit_type(w.type) && level != Isa::Scalar && kernel_type(w.type, type);
+}
+
+// Quantizes x once into this thread's scratch for weights of `kind` (no-op for Float).
+kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_in, int64_t n_tokens,
+                                       kernels::QuantizeActsFn quant_fn, ThreadPool& pool) {
+  if (kind == ActKind::Float) return {};
+  thread_local ActScratch scratch;
+  const bool per_row = kind == ActKind::PerRow;
+  const size_t nt = static_cast<size_t>(n_tokens);
+  const size_t nb = static_cast<size_t>(n_in / 32);
+  int8_t* q = grow(scratch.q, nt * static_cast<size_t>(n_in));
+  int8_t* q_abs = grow(scratch.q_abs, nt * static_cast<size_t>(n_in));
+  float* scale = grow(scratch.scale, nt * (per_row ? 1 : nb));
+  float* block_sum = grow(scratch.block_sum, nt * nb);
+  int16_t* sum16 = grow(scratch.sum16, nt * nb * 2);
+  // Quantizing is ~1% of the matmul's work; only large batches are worth a parallel region of their own.
+  if (n_tokens * n_in >= (int64_t{1} << 16) && pool.size() > 1) {
+    pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
+      quant_fn(x, n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16);
+    });
+  } else {
+    quant_fn(x, n_in, 0, n_tokens, per_row, q, q_abs, scale, block_sum, sum16);
+  }
+  return kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16};
+}
+
+}  // namespace
+
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, Isa isa) {
-  if (n_tokens <= 0 || w.n_out <= 0) return;
-  if (is_lowbit_type(w.type)) return matmul_lowbit(w, x, n_tokens, y, pool, isa);  // FP8, INT4
+  const MatmulTarget target{&w, y};
+  matmul_shared_input({&target, 1}, x, n_tokens, pool, isa);
+}
+
+void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens,
+                         ThreadPool& pool) {
+  matmul_shared_input(targets, x, n_tokens, pool, active_isa());
+}
+
+void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
+                         Isa isa) {
+  if (n_tokens <= 0 || targets.empty()) return;
   const Isa level = kernel_isa(isa < detected_isa() ? isa : detected_isa());
-  KernelType type;
-  if (level == Isa::Scalar || !kernel_type(w.type, &type)) return matmul_reference(w, x, n_tokens, y, pool);
-  TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
-  TESSERA_CHECK(type != KernelType::I8 || w.row_scales != nullptr);
+  // One parallel region for all targets needs one kernel path and one activation format; anything else
+  // (FP8/INT4, the scalar level, mixed types such as a Q6_K value projection beside Q4_K q and k) runs the
+  // targets one by one.
+  KernelType first_type;
+  bool shared = has_fast_kernel(*targets[0].w, level, &first_type);
+  for (const MatmulTarget& t : targets) {
+    KernelType type;
+    shared = shared && has_fast_kernel(*t.w, level, &type) && act_kind(type) == act_kind(first_type) &&
+             t.w->n_in == targets[0].w->n_in;
+  }
+  if (!shared) {
+    if (targets.size() > 1) {
+      for (const MatmulTarget& t : targets) matmul_shared_input({&t, 1}, x, n_tokens, pool, isa);
+      return;
+    }
+    const WeightMatrix& w = *targets[0].w;
+    if (w.n_out <= 0) return;
+    if (is_lowbit_type(w.type)) return matmul_lowbit(w, x, n_tokens, targets[0].y, pool, isa);  // FP8, INT4
+    return matmul_reference(w, x, n_tokens, targets[0].y, pool);  // scalar level or a type without kernels
+  }
 
   const bool avx512 = level == Isa::Avx512Vnni;
   const kernels::MatmulRowsFn rows_fn = avx512 ? kernels::avx512::matmul_rows : kernels::avx2::matmul_rows;
   const kernels::QuantizeActsFn quant_fn = avx512 ? kernels::avx512::quantize_acts : kernels::avx2::quantize_acts;
+  const int64_t n_in = targets[0].w->n_in;
+  const kernels::QuantizedActs xq = quantize_shared(act_kind(first_type), x, n_in, n_tokens, quant_fn, pool);
 
-  kernels::MatmulArgs args;
-  args.type = type;
-  args.n_in = w.n_in;
-  args.n_out = w.n_out;
-  args.w = w.data;
-  args.row_bytes = w.row_bytes;
-  args.row_scales = w.row_scales;
-  args.x = x;
-  args.n_tokens = n_tokens;
-  args.y = y;
-
-  if (!is_float_type(type)) {
-    thread_local ActScratch scratch;
-    const bool per_row = type == KernelType::I8;
-    const size_t nt = static_cast<size_t>(n_tokens);
-    const size_t nb = static_cast<size_t>(w.n_in / 32);
-    int8_t* q = grow(scratch.q, nt * static_cast<size_t>(w.n_in));
-    int8_t* q_abs = grow(scratch.q_abs, nt * static_cast<size_t>(w.n_in));
-    float* scale = grow(scratch.scale, nt * (per_row ? 1 : nb));
-    float* block_sum = grow(scratch.block_sum, nt * nb);
-    int16_t* sum16 = grow(scratch.sum16, nt * nb * 2);
-    // Quantizing is ~1% of the matmul's work; only large batches are worth a parallel region of their own.
-    if (n_tokens * w.n_in >= (int64_t{1} << 16) && pool.size() > 1) {
-      pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-        quant_fn(x, w.n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16);
-      });
-    } else {
-      quant_fn(x, w.n_in, 0, n_tokens, per_row, q, q_abs, scale, block_sum, sum16);
-    }
-    args.xq = kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16};
+  // At most three targets in practice (q, k, v); a small fixed array keeps the call free of heap allocation.
+  constexpr size_t kMaxTargets = 8;
+  TESSERA_CHECK(targets.size() <= kMaxTargets);
+  kernels::MatmulArgs args[kMaxTargets];
+  int64_t first_row[kMaxTargets + 1];
+  first_row[0] = 0;
+  for (size_t j = 0; j < targets.size(); ++j) {
+    const WeightMatrix& w = *targets[j].w;
+    KernelType type;
+    kernel_type(w.type, &type);
+    TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
+    TESSERA_CHECK(type != KernelType::I8 || w.row_scales != nullptr);
+    kernels::MatmulArgs& a = args[j];
+    a.type = type;
+    a.n_in = n_in;
+    a.n_out = w.n_out;
+    a.w = w.data;
+    a.row_bytes = w.row_bytes;
+    a.row_scales = w.row_scales;
+    a.x = x;
+    a.xq = xq;
+    a.n_tokens = n_tokens;
+    a.y = targets[j].y;
+    first_row[j + 1] = first_row[j] + std::max<int64_t>(w.n_out, 0);
   }
-  pool.parallel_for(w.n_out, [&](int64_t begin, int64_t end) { rows_fn(args, begin, end); });
+  // The targets' rows, end to end, split evenly over the threads: one barrier for all of them, and no thread
+  // idles at the end of a small matrix (k and v are an eighth of q in grouped-query models).
+  const size_t n_targets = targets.size();
+  pool.parallel_for(first_row[n_targets], [&](int64_t begin, int64_t end) {
+    for (size_t j = 0; j < n_targets; ++j) {
+      const int64_t lo = std::max(begin, first_row[j]), hi = std::min(end, first_row[j + 1]);
+      if (lo < hi) rows_fn(args[j], lo - first_row[j], hi - first_row[j]);
+    }
+  });
 }
 
 }  // namespace tessera

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
@@ -18,6 +19,19 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 
 // The same at an explicit ISA level (capped by what the CPU has); tests and benchmarks use it.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, Isa isa);
+
+// One output of matmul_shared_input: y = x · wᵀ, y sized [n_tokens, w->n_out].
+struct MatmulTarget {
+  const WeightMatrix* w;
+  float* y;
+};
+
+// Several matrices applied to the same input (q, k and v; gate and up): the activations are quantized once and
+// all rows run in one parallel region. Each y is bit-identical to what matmul() gives for its matrix.
+void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens,
+                         ThreadPool& pool);
+void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
+                         Isa isa);
 
 // Definition of the result: dequantize each weight row, sequential fp32 dot product per token.
 // This is what Isa::Scalar runs.

@@ -121,9 +121,8 @@ std::span<const float> Forward::run(const ForwardBatch& batch) {
     for (int64_t t = 0; t < n; ++t) {
       rms_norm(&x_[size_t(t * c.n_embd)], L.attn_norm, c.rms_eps, c.n_embd, &xn_[size_t(t * c.n_embd)]);
     }
-    matmul(L.wq, xn_.data(), n, q_.data(), pool_);
-    matmul(L.wk, xn_.data(), n, k_.data(), pool_);
-    matmul(L.wv, xn_.data(), n, v_.data(), pool_);
+    const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+    matmul_shared_input(qkv, xn_.data(), n, pool_);
     for (int64_t t = 0; t < n; ++t) {
       float* q = &q_[size_t(t * c.q_dim())];
       float* k = &k_[size_t(t * c.kv_dim())];
@@ -147,8 +146,8 @@ std::span<const float> Forward::run(const ForwardBatch& batch) {
     for (int64_t t = 0; t < n; ++t) {
       rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.rms_eps, c.n_embd, &xn_[size_t(t * c.n_embd)]);
     }
-    matmul(L.w_gate, xn_.data(), n, gate_.data(), pool_);
-    matmul(L.w_up, xn_.data(), n, up_.data(), pool_);
+    const MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
+    matmul_shared_input(gate_up, xn_.data(), n, pool_);
     swiglu(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
     matmul(L.w_down, gate_.data(), n, xn_.data(), pool_);
     for (size_t i = 0; i < size_t(n * c.n_embd); ++i) x_[i] += xn_[i];

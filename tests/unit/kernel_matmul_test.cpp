@@ -131,6 +131,49 @@ INSTANTIATE_TEST_SUITE_P(KernelTypes, KernelMatmul,
                                   std::string(isa_name(std::get<1>(info.param)));
                          });
 
+// q, k and v (or gate and up) in one call give each output the bits of its own matmul, whether the set shares
+// one kernel path (same type) or is split (mixed activation formats: Q4_K beside Q6_K shares; I8 beside Q8_0
+// does not), at every ISA level, thread count and batch size.
+TEST(KernelMatmul, SharedInputEqualsSeparateCalls) {
+  const int64_t n_in = 256 * 3;
+  const std::vector<std::vector<TensorType>> sets = {
+      {TensorType::Q8_0, TensorType::Q8_0, TensorType::Q8_0},
+      {TensorType::Q4_K, TensorType::Q4_K, TensorType::Q6_K},
+      {TensorType::I8, TensorType::I8},
+      {TensorType::F16, TensorType::F16},
+      {TensorType::Q8_0, TensorType::I8, TensorType::F32},
+  };
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    for (const int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (const auto& types : sets) {
+        std::vector<testing::OwnedWeights> weights;
+        for (size_t j = 0; j < types.size(); ++j) {
+          weights.push_back(make_weights(types[j], 37 + 16 * int64_t(j), n_in, 40 + uint32_t(j)));
+        }
+        for (const int64_t n_tokens : {1, 5}) {
+          const auto x = random_floats(size_t(n_tokens * n_in), 7 + uint32_t(n_tokens));
+          std::vector<std::vector<float>> shared(types.size()), separate(types.size());
+          std::vector<MatmulTarget> targets;
+          for (size_t j = 0; j < types.size(); ++j) {
+            shared[j].assign(size_t(n_tokens * weights[j].view.n_out), -1.0f);
+            separate[j].assign(shared[j].size(), -2.0f);
+            targets.push_back({&weights[j].view, shared[j].data()});
+            matmul(weights[j].view, x.data(), n_tokens, separate[j].data(), pool, isa);
+          }
+          matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
+          for (size_t j = 0; j < types.size(); ++j) {
+            ASSERT_EQ(0, std::memcmp(shared[j].data(), separate[j].data(), sizeof(float) * shared[j].size()))
+                << "target " << j << " (" << tensor_type_name(types[j]) << ") at " << isa_name(isa) << ", "
+                << threads << " threads, " << n_tokens << " tokens";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelMatmul, ActiveIsaFollowsCap) {
   const Isa before = active_isa();
   set_max_isa(Isa::Scalar);
