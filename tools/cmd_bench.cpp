@@ -33,6 +33,7 @@ struct BenchOptions {
   std::string kv_type = "f16";
   bool json = false;
   bool quick = false;
+  bool ignore_memory_check = false;
   OfflineBenchCli offline;
 };
 
@@ -71,7 +72,7 @@ LoadedModel load_bench_model(const BenchOptions& o, ThreadPool& pool) {
   LoadedModel m;
   if (!o.model_path.empty()) {
     progress("loading " + o.model_path);
-    m.model = Model::load(o.model_path);
+    m.model = load_model_or_embedded(o.model_path, o.ignore_memory_check);
     m.name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
     for (const auto& t : m.model->file()->tensors()) m.tensor_bytes += t.n_bytes;
     m.file_bytes = m.model->file()->file_size();
@@ -251,6 +252,7 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("bench", "Measure this machine's limits and a model's prefill/decode throughput");
   auto o = std::make_shared<BenchOptions>();
   auto* model = cmd->add_option("-m,--model", o->model_path, "GGUF model file");
+  add_memory_check_flag(cmd, o->ignore_memory_check);
   auto* preset = cmd->add_option("--preset", o->preset, "random in-memory weights at this shape (--dummy-weights): " +
                                                             model_preset_names());
   cmd->add_option("--type", o->type, "weight type with --preset: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8")

@@ -18,6 +18,7 @@ struct PerplexityCliOptions {
   int64_t ctx = 128, chunks = 0;
   int threads = 0;
   bool json = false;
+  bool ignore_memory_check = false;
   KvType kv_type = KvType::F32, ref_kv_type = KvType::F32;
 };
 
@@ -26,8 +27,8 @@ int run_perplexity(const PerplexityCliOptions& c) {
   if (!f) fail("cannot read text '{}'", c.text_path);
   std::ostringstream s;
   s << f.rdbuf();
-  auto model = load_model_or_embedded(c.model);
-  std::shared_ptr<Model> ref = c.reference.empty() ? nullptr : load_model_or_embedded(c.reference == "embedded" ? "" : c.reference);
+  auto model = load_model_or_embedded(c.model, c.ignore_memory_check);
+  std::shared_ptr<Model> ref = c.reference.empty() ? nullptr : load_model_or_embedded(c.reference == "embedded" ? "" : c.reference, c.ignore_memory_check);
   ThreadPool pool(c.threads);
   PerplexityOptions o;
   o.ctx = c.ctx;
@@ -68,6 +69,7 @@ void add_perplexity_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("perplexity", "Perplexity on a text, optionally against a reference model");
   auto o = std::make_shared<PerplexityCliOptions>();
   cmd->add_option("-m,--model", o->model, "GGUF model (default: the embedded model)");
+  add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("-f,--file", o->text_path, "text file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--ref", o->reference, "reference model for KL divergence and top-1 agreement ('embedded' for the built-in one)");
   cmd->add_option("--ctx", o->ctx, "tokens per window, BOS included")->default_val(128);

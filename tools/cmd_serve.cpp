@@ -24,6 +24,7 @@ namespace {
 struct ServeOptions {
   std::string model_path;
   std::string fallback_path;
+  bool ignore_memory_check = false;
   std::string served_name;
   server::HttpOptions http;
   server::ServiceOptions service;
@@ -53,10 +54,12 @@ int serve(ServeOptions& o) {
   raise_fd_limit();
   // Declared first so that it is destroyed last: engine threads may post to it until the engines are gone.
   boost::asio::io_context ioc(1);
-  auto model = load_model_or_embedded(o.model_path);
+  auto model = load_model_or_embedded(o.model_path, o.ignore_memory_check);
   auto primary = std::make_shared<Engine>(model, o.engine);
   std::shared_ptr<Engine> fallback;
-  if (!o.fallback_path.empty()) fallback = std::make_shared<Engine>(Model::load(o.fallback_path), o.engine);
+  if (!o.fallback_path.empty()) {
+    fallback = std::make_shared<Engine>(load_model_or_embedded(o.fallback_path, o.ignore_memory_check), o.engine);
+  }
 
   o.service.model_name = o.served_name.empty() ? default_model_name(o.model_path) : o.served_name;
   o.service.api_keys = o.api_keys;
@@ -147,6 +150,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   auto o = std::make_shared<ServeOptions>();
   o->engine.max_seqs = 64;
   cmd->add_option("-m,--model", o->model_path, "GGUF model (default: the embedded stories260K)");
+  add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("--fallback-model", o->fallback_path,
                   "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy)");
   cmd->add_option("--served-model-name", o->served_name, "model id for the API (default: the file name)");

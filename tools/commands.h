@@ -30,7 +30,11 @@ void add_perplexity_command(CLI::App& app, CommandAction& action);
 // A KV-cache storage option ("f32", "f16", "bf16", "int8", "fp8", case-insensitive) stored into `target`.
 CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& target, const std::string& help);
 
-// Loads `path`, or the embedded default model when empty.
-std::shared_ptr<Model> load_model_or_embedded(const std::string& path);
+// Loads `path`, or the embedded default model when empty. Unless `ignore_memory_check`, fails when the weights
+// do not fit in the memory available (model/memory_fit.h).
+std::shared_ptr<Model> load_model_or_embedded(const std::string& path, bool ignore_memory_check = false);
+
+// --ignore-memory-check, for the commands that run a model.
+CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check);
 
 }  // namespace tessera

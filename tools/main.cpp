@@ -6,6 +6,8 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/memory_info.h"
+#include "model/memory_fit.h"
 #include "model/model.h"
 
 namespace tessera {
@@ -16,8 +18,16 @@ CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& 
   return cmd->add_option(name, target, help)->transform(CLI::CheckedTransformer(kKvTypes, CLI::ignore_case));
 }
 
-std::shared_ptr<Model> load_model_or_embedded(const std::string& path) {
-  return path.empty() ? Model::load_embedded() : Model::load(path);
+std::shared_ptr<Model> load_model_or_embedded(const std::string& path, bool ignore_memory_check) {
+  std::shared_ptr<Model> model = path.empty() ? Model::load_embedded() : Model::load(path);
+  if (!ignore_memory_check) require_weights_fit_in_memory(*model, available_memory_bytes());
+  return model;
+}
+
+CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check) {
+  return cmd->add_flag("--ignore-memory-check", ignore_memory_check,
+                       "load a model whose weights exceed the available memory (it will read them from disk for "
+                       "every token)");
 }
 
 }  // namespace tessera

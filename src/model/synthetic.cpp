@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/memory_info.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "formats/vocab_gguf.h"
@@ -59,17 +60,6 @@ TensorType fitting_type(TensorType type, int64_t n_in) {
 }
 
 std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ULL << 30)); }
-
-uint64_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;  // unknown
-}
 
 void fill_tensor(const SyntheticTensor& t, uint8_t* dst, float* row_scales, ThreadPool& pool) {
   if (t.n_rows == 1) {
