@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/printable.h"
 
 namespace tessera::gguf {
 namespace {
@@ -14,26 +15,6 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
 constexpr int kMaxArrayNesting = 8;
-constexpr size_t kMaxNameInMessage = 64;
-
-// A key or tensor name as it may appear in an error message: names come from the file, so a hostile one could
-// hold newlines, escape codes or megabytes. Non-printable bytes become \xNN and long names are cut.
-std::string printable(std::string_view name) {
-  std::string out;
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (i == kMaxNameInMessage) {
-      out += fmt::format("...({} bytes)", name.size());
-      break;
-    }
-    const auto c = static_cast<unsigned char>(name[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  return out;
-}
 
 // Bounds-checked little-endian cursor over the file's bytes.
 class Reader {
@@ -215,6 +196,27 @@ const Array& Value::as_array() const {
   fail("expected an array, got a {}", value_type_name(type));
 }
 
+Value Value::make_string_array(const std::vector<std::string>& values) {
+  std::vector<Value> elements;
+  elements.reserve(values.size());
+  for (const std::string& v : values) elements.push_back(make_string(v));
+  return make_array(ValueType::String, std::move(elements));
+}
+
+Value Value::make_f32_array(const std::vector<float>& values) {
+  std::vector<Value> elements;
+  elements.reserve(values.size());
+  for (float v : values) elements.push_back(make_f32(v));
+  return make_array(ValueType::Float32, std::move(elements));
+}
+
+Value Value::make_i32_array(const std::vector<int32_t>& values) {
+  std::vector<Value> elements;
+  elements.reserve(values.size());
+  for (int32_t v : values) elements.push_back(make_i32(v));
+  return make_array(ValueType::Int32, std::move(elements));
+}
+
 std::shared_ptr<File> File::open(const std::string& path) {
   auto mapping = std::make_shared<MappedFile>(path);
   std::shared_ptr<File> file(new File());
@@ -230,6 +232,35 @@ std::shared_ptr<File> File::from_memory(std::span<const uint8_t> bytes, std::str
   file->name_ = std::move(name);
   file->bytes_ = bytes;
   file->parse();
+  return file;
+}
+
+std::shared_ptr<File> File::from_parts(std::string name, Metadata metadata, std::vector<TensorInfo> tensors,
+                                       std::shared_ptr<const void> storage) {
+  std::shared_ptr<File> file(new File());
+  file->name_ = std::move(name);
+  file->storage_ = std::move(storage);
+  file->version_ = 3;  // what it would be written as
+  std::unordered_set<std::string> seen;
+  for (const auto& [key, value] : metadata) {
+    if (!seen.insert(key).second) fail("{}: duplicate metadata key '{}'", file->name_, printable(key));
+  }
+  seen.clear();
+  for (TensorInfo& t : tensors) {
+    if (!seen.insert(t.name).second) fail("{}: duplicate tensor '{}'", file->name_, printable(t.name));
+    if (t.data == nullptr || t.dims.size() > kMaxDims) fail("{}: tensor '{}' is malformed", file->name_, printable(t.name));
+    t.n_elements = 1;
+    for (uint64_t d : t.dims) t.n_elements *= d;
+    const TensorTypeTraits& tt = traits(t.type);
+    if (t.row_length() % tt.block_elements != 0) {
+      fail("{}: tensor '{}': row length {} is not a multiple of the {} block size", file->name_, printable(t.name),
+           t.row_length(), tt.name);
+    }
+    t.n_bytes = t.n_elements / tt.block_elements * tt.block_bytes;
+    t.offset = 0;
+  }
+  file->metadata_ = std::move(metadata);
+  file->tensors_ = std::move(tensors);
   return file;
 }
 

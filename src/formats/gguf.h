@@ -59,6 +59,9 @@ struct Value {
   static Value make_array(ValueType element_type, std::vector<Value> elements) {
     return {ValueType::Array, Array{element_type, std::move(elements)}};
   }
+  static Value make_string_array(const std::vector<std::string>& values);
+  static Value make_f32_array(const std::vector<float>& values);
+  static Value make_i32_array(const std::vector<int32_t>& values);
 
   bool is_integer() const;
   bool is_float() const { return type == ValueType::Float32 || type == ValueType::Float64; }
@@ -70,6 +73,9 @@ struct Value {
   const std::string& as_string() const;
   const Array& as_array() const;
 };
+
+// Metadata in file order.
+using Metadata = std::vector<std::pair<std::string, Value>>;
 
 struct TensorInfo {
   std::string name;
@@ -90,6 +96,11 @@ class File {
   static std::shared_ptr<File> open(const std::string& path);
   // Parses bytes owned by the caller (they must outlive the File), e.g. the embedded default model.
   static std::shared_ptr<File> from_memory(std::span<const uint8_t> bytes, std::string name);
+  // A file assembled in memory rather than parsed (a Hugging Face folder seen through GGUF names): each
+  // tensor's `data`, `type` and `dims` are given and point into memory that `storage` keeps alive; n_elements
+  // and n_bytes are computed here. Throws tessera::Error for duplicate keys or names and unknown types.
+  static std::shared_ptr<File> from_parts(std::string name, Metadata metadata, std::vector<TensorInfo> tensors,
+                                          std::shared_ptr<const void> storage);
 
   const std::string& name() const { return name_; }
   uint32_t version() const { return version_; }
@@ -97,7 +108,7 @@ class File {
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
 
-  const std::vector<std::pair<std::string, Value>>& metadata() const { return metadata_; }
+  const Metadata& metadata() const { return metadata_; }
   const Value* find(std::string_view key) const;
   // Typed getters: throw tessera::Error naming the key when it is missing or has the wrong type.
   const Value& get(std::string_view key) const;
@@ -118,11 +129,12 @@ class File {
 
   std::string name_;
   std::shared_ptr<MappedFile> mapping_;  // empty for from_memory
+  std::shared_ptr<const void> storage_;  // from_parts: whatever the tensors point into
   std::span<const uint8_t> bytes_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
-  std::vector<std::pair<std::string, Value>> metadata_;
+  Metadata metadata_;
   std::vector<TensorInfo> tensors_;
 };
 

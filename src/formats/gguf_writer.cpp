@@ -131,24 +131,15 @@ void Writer::set(const std::string& key, Value value) {
 }
 
 void Writer::set_string_array(const std::string& key, const std::vector<std::string>& values) {
-  std::vector<Value> elements;
-  elements.reserve(values.size());
-  for (const auto& s : values) elements.push_back(Value::make_string(s));
-  set(key, Value::make_array(ValueType::String, std::move(elements)));
+  set(key, Value::make_string_array(values));
 }
 
 void Writer::set_f32_array(const std::string& key, const std::vector<float>& values) {
-  std::vector<Value> elements;
-  elements.reserve(values.size());
-  for (float f : values) elements.push_back(Value::make_f32(f));
-  set(key, Value::make_array(ValueType::Float32, std::move(elements)));
+  set(key, Value::make_f32_array(values));
 }
 
 void Writer::set_i32_array(const std::string& key, const std::vector<int32_t>& values) {
-  std::vector<Value> elements;
-  elements.reserve(values.size());
-  for (int32_t i : values) elements.push_back(Value::make_i32(i));
-  set(key, Value::make_array(ValueType::Int32, std::move(elements)));
+  set(key, Value::make_i32_array(values));
 }
 
 void Writer::add_tensor(const std::string& name, TensorType type, std::vector<uint64_t> dims,

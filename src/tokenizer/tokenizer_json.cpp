@@ -3,13 +3,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <optional>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/json_file.h"
 
 namespace tessera {
 namespace {
@@ -23,18 +22,6 @@ constexpr std::string_view kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
-}
 
 // Flattens a pre-tokenizer (possibly a Sequence) into its steps.
 void collect_steps(const json& node, std::vector<const json*>& steps) {
@@ -94,7 +81,7 @@ std::string config_token(const json& config, const char* key) {
 }  // namespace
 
 Vocab vocab_from_tokenizer_json(const std::string& path) {
-  const json root = read_json(path);
+  const json root = read_json_file(path);
   Vocab vocab;
   vocab.model = "gpt2";
   vocab.add_bos = false;
@@ -162,7 +149,7 @@ Vocab vocab_from_tokenizer_json(const std::string& path) {
   const std::filesystem::path config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   std::optional<bool> add_bos;
   if (std::filesystem::exists(config_path)) {
-    const json config = read_json(config_path.string());
+    const json config = read_json_file(config_path.string());
     vocab.bos = find_id(config_token(config, "bos_token"));
     vocab.eos = find_id(config_token(config, "eos_token"));
     vocab.pad = find_id(config_token(config, "pad_token"));
