@@ -2,13 +2,17 @@
 // load tests without downloading real weights.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
+#include "formats/vocab_gguf.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace tessera {
 namespace {
@@ -30,14 +34,22 @@ int make_model(const MakeModelOptions& o) {
 
   const SyntheticPlan plan = plan_synthetic_model(*preset, *type, o.seed);
   for (const std::string& note : plan.notes) std::fprintf(stderr, "make-model: %s\n", note.c_str());
-  std::shared_ptr<gguf::File> vocab_source;
-  if (!o.vocab_from.empty()) vocab_source = gguf::File::open(o.vocab_from);
+  // The vocabulary: a GGUF file's tokenizer keys, or a Hugging Face tokenizer.json (or its folder) through the
+  // same Vocab -> GGUF mapping as convert, padded to the preset's embedding rows as llama.cpp expects.
+  std::optional<gguf::Metadata> tokenizer;
+  if (std::filesystem::is_directory(o.vocab_from) || o.vocab_from.ends_with(".json")) {
+    HfTokenizer hf = load_hf_tokenizer(o.vocab_from);
+    if (int64_t(hf.vocab.tokens.size()) < preset->n_vocab) pad_vocab(hf.vocab, preset->n_vocab);
+    tokenizer = vocab_metadata(hf.vocab, hf.chat_template);
+  } else if (!o.vocab_from.empty()) {
+    tokenizer = tokenizer_metadata_of(*gguf::File::open(o.vocab_from));
+  }
 
   ThreadPool pool(o.threads);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   double last_print = -1.0;
-  write_synthetic_model(*preset, plan, o.output, vocab_source.get(), pool, [&](const WriteProgress& p) {
+  write_synthetic_model(*preset, plan, o.output, tokenizer ? &*tokenizer : nullptr, pool, [&](const WriteProgress& p) {
     if (p.tensor < p.n_tensors && elapsed() - last_print < 0.25) return;  // a few updates a second
     last_print = elapsed();
     std::fprintf(stderr, "\rmake-model: %zu/%zu tensors, %.2f/%.2f GiB, %.1f s", p.tensor, p.n_tensors,
@@ -57,8 +69,9 @@ void add_make_model_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--preset", o->preset, "model shape: " + model_preset_names())->required();
   cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8")->required();
   cmd->add_option("-o,--output", o->output, "output GGUF file")->required();
-  cmd->add_option("--vocab-from", o->vocab_from, "copy the tokenizer.* metadata of this GGUF file "
-                                                 "(default: a synthetic SentencePiece vocabulary)");
+  cmd->add_option("--vocab-from", o->vocab_from, "copy the tokenizer.* metadata of this GGUF file, or take the "
+                                                 "vocabulary of a Hugging Face tokenizer.json or folder (default: a "
+                                                 "synthetic SentencePiece vocabulary)");
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   cmd->callback([&action, o] { action = [o] { return make_model(*o); }; });

@@ -265,6 +265,17 @@ bool is_supported_weight_type(TensorType type) {
   }
 }
 
+TensorType fitting_weight_type(TensorType type, int64_t n_in) {
+  while (n_in % int64_t(traits(type).block_elements) != 0) {
+    switch (type) {
+      case TensorType::Q4_K: type = TensorType::Q4_0; break;
+      case TensorType::Q6_K: type = TensorType::Q8_0; break;
+      default: type = TensorType::F16; break;
+    }
+  }
+  return type;
+}
+
 void dequantize_row(TensorType type, const void* src, float* dst, int64_t n, float row_scale) {
   switch (type) {
     case TensorType::F32:

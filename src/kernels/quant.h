@@ -11,6 +11,10 @@ namespace tessera {
 // (kernels/lowbit.h) are bound and computed through their own path and are not listed here.
 bool is_supported_weight_type(TensorType type);
 
+// `type`, or the nearest type whose block size divides a row of n_in (Q4_K → Q4_0, Q6_K → Q8_0, then F16), as
+// llama.cpp's quantizers fall back for rows the K-quants cannot hold.
+TensorType fitting_weight_type(TensorType type, int64_t n_in);
+
 // Expands n elements (a multiple of the type's block size) to fp32. For TensorType::I8, `row_scale` is the
 // row's scale (ignored for other types).
 void dequantize_row(TensorType type, const void* src, float* dst, int64_t n, float row_scale = 1.0f);

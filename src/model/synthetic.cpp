@@ -47,18 +47,6 @@ void normal_row(uint64_t row_seed, float stddev, float* out, int64_t n) {
   }
 }
 
-// The nearest type with a block size that divides n_in (llama.cpp's quantizers fall back the same way).
-TensorType fitting_type(TensorType type, int64_t n_in) {
-  while (n_in % int64_t(traits(type).block_elements) != 0) {
-    switch (type) {
-      case TensorType::Q4_K: type = TensorType::Q4_0; break;
-      case TensorType::Q6_K: type = TensorType::Q8_0; break;
-      default: type = TensorType::F16; break;
-    }
-  }
-  return type;
-}
-
 std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ULL << 30)); }
 
 void fill_tensor(const SyntheticTensor& t, uint8_t* dst, float* row_scales, ThreadPool& pool) {
@@ -124,7 +112,7 @@ SyntheticPlan plan_synthetic_model(const ModelPreset& p, TensorType type, uint64
   auto add = [&](std::string name, TensorType t, int64_t n_in, int64_t n_rows, bool is_matrix,
                  SyntheticTensor::Fill fill, float stddev) {
     SyntheticTensor s;
-    s.type = is_matrix ? fitting_type(t, n_in) : t;
+    s.type = is_matrix ? fitting_weight_type(t, n_in) : t;
     if (s.type != t) {
       plan.notes.push_back(fmt::format("{}: row length {} is not a multiple of the {} block size {}; stored as {}",
                                        name, n_in, tensor_type_name(t), traits(t).block_elements,
@@ -233,21 +221,19 @@ Vocab synthetic_vocab(int64_t n_tokens) {
 }
 
 void write_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan, const std::string& path,
-                           const gguf::File* vocab_source, ThreadPool& pool,
+                           const gguf::Metadata* tokenizer, ThreadPool& pool,
                            const std::function<void(const WriteProgress&)>& on_progress) {
   gguf::Writer w;
   set_model_metadata(w, preset);
-  if (vocab_source != nullptr) {
-    const gguf::Value* tokens = vocab_source->find("tokenizer.ggml.tokens");
-    if (tokens == nullptr) fail("{}: no tokenizer.ggml.tokens to copy", vocab_source->name());
-    const size_t n = tokens->as_array().elements.size();
+  if (tokenizer != nullptr) {
+    const auto tokens = std::find_if(tokenizer->begin(), tokenizer->end(),
+                                     [](const auto& kv) { return kv.first == "tokenizer.ggml.tokens"; });
+    if (tokens == tokenizer->end()) fail("the vocabulary source has no tokenizer.ggml.tokens to copy");
+    const size_t n = tokens->second.as_array().elements.size();
     if (int64_t(n) > preset.n_vocab) {
-      fail("{}: the vocabulary has {} tokens but {} has only {} embedding rows", vocab_source->name(), n,
-           preset.name, preset.n_vocab);
+      fail("the vocabulary has {} tokens but {} has only {} embedding rows", n, preset.name, preset.n_vocab);
     }
-    for (const auto& [key, value] : vocab_source->metadata()) {
-      if (key.starts_with("tokenizer.")) w.set(key, value);
-    }
+    for (const auto& [key, value] : *tokenizer) w.set(key, value);
   } else {
     write_vocab(w, synthetic_vocab(preset.n_vocab));
   }

@@ -13,15 +13,12 @@
 
 #include "core/tensor_type.h"
 #include "core/thread_pool.h"
+#include "formats/gguf.h"
 #include "model/model.h"
 #include "model/presets.h"
 #include "tokenizer/vocab.h"
 
 namespace tessera {
-
-namespace gguf {
-class File;
-}
 
 // A weight type by its command-line name: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" or "int8"
 // (Tessera's I8 with per-row scales); empty for anything else.
@@ -71,11 +68,12 @@ struct WriteProgress {
   uint64_t bytes = 0, total_bytes = 0;
 };
 
-// Writes `preset` with random weights to `path` (GGUF v3). The vocabulary is copied from `vocab_source`
-// (every tokenizer.* key) when given, else synthetic_vocab(preset.n_vocab). Rows are generated and quantized
-// in the writer's per-tensor producer on `pool`, so memory stays bounded by the largest tensor.
+// Writes `preset` with random weights to `path` (GGUF v3). The tokenizer keys are `tokenizer` when given
+// (tokenizer_metadata_of() another GGUF file, or vocab_metadata() of a tokenizer.json; at most preset.n_vocab
+// tokens), else synthetic_vocab(preset.n_vocab). Rows are generated and quantized in the writer's per-tensor
+// producer on `pool`, so memory stays bounded by the largest tensor.
 void write_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan, const std::string& path,
-                           const gguf::File* vocab_source, ThreadPool& pool,
+                           const gguf::Metadata* tokenizer, ThreadPool& pool,
                            const std::function<void(const WriteProgress&)>& on_progress = {});
 
 // The same model built in memory (Model::from_parts), weights in anonymous memory, with a synthetic

@@ -25,6 +25,7 @@ bool Tokenizer::is_eog(int32_t id) const { return std::binary_search(eog_ids_.be
 void Tokenizer::init_eog_ids(const Vocab& vocab) {
   eog_ids_.clear();
   if (vocab.eos >= 0) eog_ids_.push_back(vocab.eos);
+  eog_ids_.insert(eog_ids_.end(), vocab.eog_ids.begin(), vocab.eog_ids.end());
   for (size_t id = 0; id < vocab.tokens.size(); ++id) {
     const TokenKind kind = vocab.kinds[id];
     if (kind != TokenKind::Control && kind != TokenKind::UserDefined) continue;

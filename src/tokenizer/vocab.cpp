@@ -118,6 +118,17 @@ Vocab vocab_from_gguf(const gguf::File& file) {
     }
   }
   if (file.find("tokenizer.ggml.pre")) vocab.pre = file.get_string("tokenizer.ggml.pre");
+  if (const auto* eog = find_array(file, "tessera.eog_token_ids")) {
+    for (size_t i = 0; i < eog->size(); ++i) {
+      try {
+        const int64_t id = (*eog)[i].as_int();
+        if (id < 0 || id >= int64_t(n_vocab)) fail("token id {} is outside the vocabulary", id);
+        vocab.eog_ids.push_back(int32_t(id));
+      } catch (const Error& e) {
+        fail("{}: tessera.eog_token_ids[{}]: {}", source, i, e.what());
+      }
+    }
+  }
 
   // SentencePiece vocabularies reserve 0, 1, 2 for <unk>, <s>, </s> when the file does not say otherwise.
   vocab.bos = find_token_id(file, "tokenizer.ggml.bos_token_id").value_or(is_spm ? 1 : -1);
@@ -151,6 +162,10 @@ void validate_vocab(const Vocab& vocab, const std::string& source) {
   check_id(vocab.eos, "EOS");
   check_id(vocab.unk, "unknown");
   check_id(vocab.pad, "padding");
+  for (int32_t id : vocab.eog_ids) {
+    if (id < 0) fail("{}: end-of-generation token id {} is negative", source, id);
+    check_id(id, "end-of-generation");
+  }
   if (vocab.add_bos && vocab.bos < 0) fail("{}: add_bos is set but the vocabulary has no BOS token", source);
   if (vocab.add_eos && vocab.eos < 0) fail("{}: add_eos is set but the vocabulary has no EOS token", source);
 }

@@ -36,6 +36,10 @@ struct Vocab {
   // GPT-2 byte-to-unicode alphabet like the tokens, and the pre-tokenizer name (tokenizer.ggml.pre).
   std::vector<std::string> merges;
   std::string pre;
+  // Further end-of-generation ids the model's files name (Hugging Face generation_config.json's eos_token_id
+  // list, e.g. Llama-3.1's <|eom_id|> and <|eot_id|>), beyond `eos`. GGUF has no standard key for a list, so
+  // Tessera stores it as "tessera.eog_token_ids"; other tools find these tokens by their text.
+  std::vector<int32_t> eog_ids;
 };
 
 // Reads the tokenizer.ggml.* keys. Throws tessera::Error naming the key when data is missing or inconsistent

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "cli_runner.h"
 #include "test_paths.h"
 
 namespace tessera {
@@ -15,30 +16,9 @@ namespace {
 
 using tessera::testing::shared_path;
 using tessera::testing::source_path;
-using tessera::testing::tessera_binary;
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-CommandResult run_tessera(const std::string& args) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string err_path = (dir / ("tessera_cli_err_" + std::to_string(::getpid()))).string();
-  const std::string cmd = "timeout 60 " + tessera_binary() + " " + args + " 2>" + err_path + " </dev/null";
-  CommandResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream err(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(err), {});
-  std::filesystem::remove(err_path);
-  return r;
-}
+using tessera::testing::CommandResult;
+using tessera::testing::expect_clean_error;
+using tessera::testing::run_tessera;
 
 std::string write_temp(const std::string& name, const std::string& bytes) {
   const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
@@ -49,13 +29,6 @@ std::string write_temp(const std::string& name, const std::string& bytes) {
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void expect_clean_error(const CommandResult& r, const std::string& needle) {
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr was: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "expected one line, got: " << r.err;
-  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
 }
 
 TEST(Cli, RunGeneratesWithTheEmbeddedModel) {

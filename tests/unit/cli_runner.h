@@ -1,0 +1,51 @@
+// Running the built `tessera` binary from a test and checking how it failed.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "test_paths.h"
+
+namespace tessera::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// `tessera <args>` through the shell (args may quote), with a 60 s limit and no stdin.
+inline CommandResult run_tessera(const std::string& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string err_path = (dir / ("tessera_cli_err_" + std::to_string(::getpid()))).string();
+  const std::string cmd = "timeout 60 " + tessera_binary() + " " + args + " 2>" + err_path + " </dev/null";
+  CommandResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream err(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(err), {});
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+// Exit code 1 and exactly one line on stderr, "error: ..." containing `needle`.
+inline void expect_clean_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr was: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "expected one line, got: " << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+}
+
+}  // namespace tessera::testing
