@@ -117,7 +117,7 @@ struct Engine::Impl {
 Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
     : model(std::move(m)),
       options(o),
-      n_ctx(o.n_ctx > 0 ? o.n_ctx : model->config().n_ctx_train),
+      n_ctx(usable_context(model->config(), o.n_ctx)),
       pool(o.threads) {
   const ModelConfig& c = model->config();
   if (options.kv_block_size <= 0 || options.kv_block_size > 1024) fail("--kv-block-size must be in 1..1024");

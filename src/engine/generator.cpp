@@ -22,7 +22,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 Generator::Generator(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx, int64_t prefill_chunk,
                      KvType kv_type)
     : model_(model),
-      n_ctx_(n_ctx > 0 ? n_ctx : model->config().n_ctx_train),
+      n_ctx_(usable_context(model->config(), n_ctx)),
       prefill_chunk_(prefill_chunk),
       kv_(model->config().n_layer, model->config().n_head_kv, model->config().head_dim,
           (n_ctx_ + kBlockSize - 1) / kBlockSize, kBlockSize, kv_type),

@@ -35,8 +35,11 @@ Forward::Forward(std::shared_ptr<const Model> model, KvPool& kv, ThreadPool& poo
     : model_(std::move(model)), kv_(kv), pool_(pool) {
   const ModelConfig& c = model_->config();
   inv_freq_.resize(size_t(c.head_dim / 2));
+  const float* factors = model_->weights().rope_freqs;
   for (int64_t i = 0; i < c.head_dim / 2; ++i) {
-    inv_freq_[size_t(i)] = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(c.head_dim));
+    float f = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(c.head_dim)) * c.rope_freq_scale;
+    if (factors != nullptr) f /= factors[i];
+    inv_freq_[size_t(i)] = f;
   }
 }
 

@@ -2,6 +2,7 @@
 // checking every shape and type so that a bad file fails here with a clear message, not in a kernel.
 #include "model/model.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -21,6 +22,22 @@ RopeLayout rope_layout_for(const std::string& arch) {
 
 bool is_supported_architecture(const std::string& arch) {
   return arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3";
+}
+
+// Linear scaling divides every frequency by the factor (positions are compressed); "llama3" scaling comes as
+// the rope_freqs.weight tensor instead. YaRN and LongRoPE change more than the frequencies and are refused.
+float rope_freq_scale(const gguf::File& file, const std::string& a) {
+  const std::string type = file.find_string(a + "rope.scaling.type").value_or("none");
+  double factor = 1.0;
+  if (type == "linear") {
+    factor = file.find_float(a + "rope.scaling.factor").value_or(1.0);
+  } else if (type != "none") {
+    fail("{}: RoPE scaling type '{}' is not supported (supported: none, linear, and llama3 as rope_freqs.weight)",
+         file.name(), type);
+  }
+  if (auto legacy = file.find_float(a + "rope.scale_linear")) factor = *legacy;  // older files' spelling
+  if (!(factor > 0.0)) fail("{}: RoPE scaling factor {} is not positive", file.name(), factor);
+  return static_cast<float>(1.0 / factor);
 }
 
 ModelConfig read_config(const gguf::File& file) {
@@ -58,6 +75,10 @@ ModelConfig read_config(const gguf::File& file) {
   c.rms_eps = static_cast<float>(file.find_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_theta = static_cast<float>(file.find_float(a + "rope.freq_base").value_or(10000.0));
   if (!(c.rms_eps > 0.0f) || !(c.rope_theta > 0.0f)) fail("{}: invalid rms epsilon or rope theta", file.name());
+  c.rope_freq_scale = rope_freq_scale(file, a);
+  if (file.find(a + "attention.sliding_window")) {
+    c.sliding_window = require_positive(a + "attention.sliding_window", 1 << 24);
+  }
   c.rope_layout = rope_layout_for(c.architecture);
   return c;
 }
@@ -199,6 +220,12 @@ std::shared_ptr<Model> Model::from_gguf(std::shared_ptr<gguf::File> file) {
   w.output_norm = bind.vector("output_norm.weight", c.n_embd);
   c.tied_output = file->find_tensor("output.weight") == nullptr;
   w.output = c.tied_output ? w.token_embd : bind.matrix("output.weight", c.n_vocab, c.n_embd);
+  w.rope_freqs = bind.optional_vector("rope_freqs.weight", c.head_dim / 2);
+  for (int64_t i = 0; w.rope_freqs != nullptr && i < c.head_dim / 2; ++i) {
+    if (!(w.rope_freqs[i] > 0.0f) || !std::isfinite(w.rope_freqs[i])) {
+      fail("{}: rope_freqs.weight[{}] = {} is not a positive frequency divisor", file->name(), i, w.rope_freqs[i]);
+    }
+  }
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights layer;

@@ -28,6 +28,7 @@ struct ModelWeights {
   WeightMatrix token_embd;           // [n_vocab, n_embd]: one row per token
   const float* output_norm = nullptr;
   WeightMatrix output;               // [n_vocab, n_embd]; equals token_embd when tied
+  const float* rope_freqs = nullptr; // optional [head_dim / 2] divisors of the RoPE frequencies (Llama 3.1)
   std::vector<LayerWeights> layers;
 };
 
