@@ -251,7 +251,7 @@ int bench(const BenchOptions& o) {
 void add_bench_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("bench", "Measure this machine's limits and a model's prefill/decode throughput");
   auto o = std::make_shared<BenchOptions>();
-  auto* model = cmd->add_option("-m,--model", o->model_path, "GGUF model file");
+  auto* model = cmd->add_option("-m,--model", o->model_path, "GGUF model file or Hugging Face folder");
   add_memory_check_flag(cmd, o->ignore_memory_check);
   auto* preset = cmd->add_option("--preset", o->preset, "random in-memory weights at this shape (--dummy-weights): " +
                                                             model_preset_names());

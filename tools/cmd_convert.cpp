@@ -1,27 +1,85 @@
-// `tessera convert`: llama2.c checkpoint (+ tokenizer) → GGUF.
+// `tessera convert`: a Hugging Face model folder (or a GGUF file) → GGUF, optionally in another weight type; or a
+// llama2.c checkpoint (+ tokenizer) → GGUF.
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
+#include "core/error.h"
 #include "formats/llama2c.h"
+#include "model/gguf_export.h"
+#include "model/hf_model.h"
+#include "model/synthetic.h"
 
 namespace tessera {
+namespace {
+
+struct ConvertOptions {
+  std::string input;  // Hugging Face folder or GGUF file
+  std::string llama2c, tokenizer;
+  std::string output;
+  std::string name;
+  std::string type = "auto";
+  int threads = 0;
+};
+
+int convert_model(const ConvertOptions& o) {
+  ExportOptions options;
+  if (o.type != "auto") {
+    options.matrix_type = weight_type_from_name(o.type);
+    if (!options.matrix_type || *options.matrix_type == TensorType::I8) {
+      fail("unknown --type '{}' (auto, f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)", o.type);
+    }
+  }
+  std::shared_ptr<gguf::File> source;
+  if (std::filesystem::is_directory(o.input)) {
+    HfFolder folder = open_hf_folder(o.input);
+    for (const std::string& note : folder.notes) std::fprintf(stderr, "convert: %s\n", note.c_str());
+    source = folder.file;
+  } else {
+    source = gguf::File::open(o.input);
+  }
+  ThreadPool pool(o.threads);
+  const auto start = std::chrono::steady_clock::now();
+  options.progress = [](size_t done, size_t total) {
+    std::fprintf(stderr, "\rconvert: %zu/%zu tensors", done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  const ExportReport report = export_gguf(*source, o.output, options, pool);
+  for (const std::string& note : report.notes) std::fprintf(stderr, "convert: %s\n", note.c_str());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %s: %zu tensors, %.2f MB -> %.2f MB in %.1f s\n", o.output.c_str(), report.n_tensors,
+              double(report.bytes_in) / 1e6, double(report.bytes_out) / 1e6, seconds);
+  return 0;
+}
+
+}  // namespace
 
 void add_convert_command(CLI::App& app, CommandAction& action) {
-  auto* cmd = app.add_subcommand("convert", "Convert a llama2.c checkpoint to GGUF");
-  auto opts = std::make_shared<std::tuple<std::string, std::string, std::string, std::string>>();
-  auto& [checkpoint, tokenizer, output, name] = *opts;
-  cmd->add_option("--llama2c", checkpoint, "llama2.c checkpoint (.bin)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--tokenizer", tokenizer, "llama2.c tokenizer (.bin), e.g. tok512.bin")
-      ->required()
-      ->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", output, "output GGUF path")->required();
-  cmd->add_option("--name", name, "general.name to record")->default_val("stories260K");
-  cmd->callback([&action, opts] {
-    action = [opts] {
-      auto& [checkpoint, tokenizer, output, name] = *opts;
-      convert_llama2c_to_gguf(checkpoint, tokenizer, output, name);
-      std::printf("wrote %s\n", output.c_str());
-      return 0;
+  auto* cmd = app.add_subcommand("convert", "Convert a Hugging Face model folder (or a llama2.c checkpoint) to GGUF");
+  auto o = std::make_shared<ConvertOptions>();
+  cmd->add_option("input", o->input, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json), or a "
+                                     "GGUF file to store in another --type");
+  auto* llama2c = cmd->add_option("--llama2c", o->llama2c, "llama2.c checkpoint (.bin)")->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer (.bin), e.g. tok512.bin (with --llama2c)")
+      ->check(CLI::ExistingFile)
+      ->needs(llama2c);
+  cmd->add_option("-o,--output", o->output, "output GGUF path")->required();
+  cmd->add_option("--type", o->type, "matrix weight type: auto (keep), f32, f16, bf16, q8_0, q4_0, q4_k, q6_k")
+      ->capture_default_str();
+  cmd->add_option("--name", o->name, "general.name to record (--llama2c; default stories260K)");
+  cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
+  cmd->callback([&action, o] {
+    action = [o] {
+      if (!o->llama2c.empty()) {
+        if (!o->input.empty()) fail("give either a model folder or --llama2c, not both");
+        if (o->tokenizer.empty()) fail("--llama2c needs --tokenizer");
+        convert_llama2c_to_gguf(o->llama2c, o->tokenizer, o->output, o->name.empty() ? "stories260K" : o->name);
+        std::printf("wrote %s\n", o->output.c_str());
+        return 0;
+      }
+      if (o->input.empty()) fail("convert needs a model folder (or --llama2c CHECKPOINT --tokenizer TOKENIZER)");
+      return convert_model(*o);
     };
   });
 }

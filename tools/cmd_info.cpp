@@ -1,12 +1,14 @@
-// `tessera info`: what a GGUF file holds — metadata, hyper-parameters, tokenizer, tensor table.
+// `tessera info`: what a GGUF file or Hugging Face folder holds — metadata, hyper-parameters, tokenizer, tensors.
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "commands.h"
 #include "core/error.h"
 #include "formats/gguf.h"
-#include "model/model.h"
 #include "model/embedded_model.h"
+#include "model/hf_model.h"
+#include "model/model.h"
 
 namespace tessera {
 namespace {
@@ -47,11 +49,21 @@ std::string shape(const std::vector<uint64_t>& dims) {
 }
 
 int info(const std::string& path) {
-  auto file = path.empty() ? gguf::File::from_memory(embedded_model_bytes(), kEmbeddedModelName) : gguf::File::open(path);
-  std::printf("file:        %s\n", file->name().c_str());
-  std::printf("format:      GGUF v%u, %llu bytes, alignment %llu, %zu metadata keys, %zu tensors\n", file->version(),
-              (unsigned long long)file->file_size(), (unsigned long long)file->alignment(), file->metadata().size(),
-              file->tensors().size());
+  std::shared_ptr<gguf::File> file;
+  if (!path.empty() && std::filesystem::is_directory(path)) {
+    HfFolder folder = open_hf_folder(path);
+    file = folder.file;
+    std::printf("folder:      %s\n", path.c_str());
+    std::printf("format:      Hugging Face model folder, read as GGUF names and keys (%zu metadata keys, %zu tensors)\n",
+                file->metadata().size(), file->tensors().size());
+    for (const std::string& note : folder.notes) std::printf("  %s\n", note.c_str());
+  } else {
+    file = path.empty() ? gguf::File::from_memory(embedded_model_bytes(), kEmbeddedModelName) : gguf::File::open(path);
+    std::printf("file:        %s\n", file->name().c_str());
+    std::printf("format:      GGUF v%u, %llu bytes, alignment %llu, %zu metadata keys, %zu tensors\n", file->version(),
+                (unsigned long long)file->file_size(), (unsigned long long)file->alignment(), file->metadata().size(),
+                file->tensors().size());
+  }
   std::printf("\nmetadata:\n");
   for (const auto& [key, value] : file->metadata()) std::printf("  %-44s %s\n", key.c_str(), describe(value).c_str());
 
@@ -82,11 +94,16 @@ int info(const std::string& path) {
     std::printf("  vocab %lld, embd %lld, layers %lld, heads %lld (kv %lld), head_dim %lld, ffn %lld, ctx %lld\n",
                 (long long)c.n_vocab, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
                 (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.n_ff, (long long)c.n_ctx_train);
-    std::printf("  rms_eps %g, rope theta %g (%s), output head %s\n", c.rms_eps, c.rope_theta,
-                c.rope_layout == RopeLayout::NeoX ? "neox" : "interleaved", c.tied_output ? "tied" : "separate");
+    std::printf("  rms_eps %g, rope theta %g (%s%s), output head %s\n", c.rms_eps, c.rope_theta,
+                c.rope_layout == RopeLayout::NeoX ? "neox" : "interleaved",
+                model->weights().rope_freqs ? ", per-dimension rope_freqs" : "", c.tied_output ? "tied" : "separate");
+    if (c.rope_freq_scale != 1.0f) std::printf("  linear rope scaling: positions x %g\n", c.rope_freq_scale);
+    if (c.sliding_window > 0) std::printf("  sliding window %lld: context limited to it\n", (long long)c.sliding_window);
     const Vocab& v = model->tokenizer().vocab();
-    std::printf("  tokenizer     %s, %zu tokens, bos %d, eos %d, add_bos %s\n", v.model.c_str(), v.tokens.size(), v.bos,
-                v.eos, v.add_bos ? "yes" : "no");
+    std::printf("  tokenizer     %s, %zu tokens, bos %d, eos %d, add_bos %s, end of generation:", v.model.c_str(),
+                v.tokens.size(), v.bos, v.eos, v.add_bos ? "yes" : "no");
+    for (int32_t id : model->tokenizer().eog_ids()) std::printf(" %d", id);
+    std::printf("\n");
   } catch (const Error& e) {
     std::printf("  not loadable as a model: %s\n", e.what());
   }
@@ -96,9 +113,9 @@ int info(const std::string& path) {
 }  // namespace
 
 void add_info_command(CLI::App& app, CommandAction& action) {
-  auto* cmd = app.add_subcommand("info", "Describe a GGUF file");
+  auto* cmd = app.add_subcommand("info", "Describe a GGUF file or a Hugging Face model folder");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("-m,--model", *path, "GGUF file (default: the embedded model)");
+  cmd->add_option("-m,--model", *path, "GGUF file or Hugging Face folder (default: the embedded model)");
   cmd->callback([&action, path] { action = [path] { return info(*path); }; });
 }
 

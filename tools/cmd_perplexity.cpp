@@ -68,7 +68,7 @@ int run_perplexity(const PerplexityCliOptions& c) {
 void add_perplexity_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("perplexity", "Perplexity on a text, optionally against a reference model");
   auto o = std::make_shared<PerplexityCliOptions>();
-  cmd->add_option("-m,--model", o->model, "GGUF model (default: the embedded model)");
+  cmd->add_option("-m,--model", o->model, "GGUF model or Hugging Face folder (default: the embedded model)");
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("-f,--file", o->text_path, "text file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--ref", o->reference, "reference model for KL divergence and top-1 agreement ('embedded' for the built-in one)");

@@ -68,7 +68,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   o->sampling.top_k = 40;
   o->sampling.top_p = 0.95f;
   o->sampling.min_p = 0.05f;
-  cmd->add_option("-m,--model", o->model_path, "GGUF model (default: the embedded stories260K)");
+  cmd->add_option("-m,--model", o->model_path, "GGUF model or Hugging Face folder (default: the embedded stories260K)");
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text")->capture_default_str();
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::Range(0, 1 << 24));

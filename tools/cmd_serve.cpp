@@ -149,7 +149,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   auto o = std::make_shared<ServeOptions>();
   o->engine.max_seqs = 64;
-  cmd->add_option("-m,--model", o->model_path, "GGUF model (default: the embedded stories260K)");
+  cmd->add_option("-m,--model", o->model_path, "GGUF model or Hugging Face folder (default: the embedded stories260K)");
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("--fallback-model", o->fallback_path,
                   "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy)");

@@ -1,6 +1,7 @@
 // `tessera tokenize`: text on stdin -> token ids, with the tokenizer of a GGUF file, a Hugging Face
 // tokenizer.json or the embedded model. For users checking prompts, and for tests comparing with references.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "model/embedded_model.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_json.h"
 #include "tokenizer/utf8.h"
@@ -26,6 +28,8 @@ struct TokenizeOptions {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const TokenizeOptions& o) {
   if (!o.tokenizer_path.empty()) return make_tokenizer(vocab_from_tokenizer_json(o.tokenizer_path));
+  // A Hugging Face folder's tokenizer needs none of its weights.
+  if (std::filesystem::is_directory(o.model_path)) return make_tokenizer(load_hf_tokenizer(o.model_path).vocab);
   auto file = o.model_path.empty() ? gguf::File::from_memory(embedded_model_bytes(), kEmbeddedModelName)
                                    : gguf::File::open(o.model_path);
   return make_tokenizer(vocab_from_gguf(*file));
@@ -82,7 +86,7 @@ int tokenize(const TokenizeOptions& o) {
 void add_tokenize_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("tokenize", "Print the token ids of the text on stdin");
   auto o = std::make_shared<TokenizeOptions>();
-  auto* model = cmd->add_option("-m,--model", o->model_path, "GGUF file (default: the embedded model)");
+  auto* model = cmd->add_option("-m,--model", o->model_path, "GGUF file or Hugging Face folder (default: the embedded model)");
   cmd->add_option("--tokenizer", o->tokenizer_path, "Hugging Face tokenizer.json instead of a GGUF file")
       ->excludes(model);
   cmd->add_flag("--json", o->json, "Print {\"ids\": [...]} instead of one id and piece per line");

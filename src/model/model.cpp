@@ -10,6 +10,7 @@
 #include "kernels/lowbit.h"
 #include "kernels/quant.h"
 #include "model/embedded_model.h"
+#include "model/hf_model.h"
 
 namespace tessera {
 namespace {
@@ -194,7 +195,7 @@ class Binder {
 
 }  // namespace
 
-std::shared_ptr<Model> Model::load(const std::string& path) { return from_gguf(gguf::File::open(path)); }
+std::shared_ptr<Model> Model::load(const std::string& path) { return from_gguf(open_model_file(path)); }
 
 std::shared_ptr<Model> Model::load_embedded() {
   return from_gguf(gguf::File::from_memory(embedded_model_bytes(), kEmbeddedModelName));

@@ -34,7 +34,8 @@ struct ModelWeights {
 
 class Model {
  public:
-  // Loads a GGUF file (memory-mapped). Throws tessera::Error naming the file and the problem.
+  // Loads a GGUF file or a Hugging Face model folder (a directory; see hf_model.h), memory-mapped. Throws
+  // tessera::Error naming the file and the problem.
   static std::shared_ptr<Model> load(const std::string& path);
   // The default model linked into the binary.
   static std::shared_ptr<Model> load_embedded();
