@@ -1,4 +1,5 @@
-// tokenizer.json -> Vocab: the BPE model, the added tokens, the pre-tokenizer family and special ids.
+// tokenizer.json -> Vocab: the BPE model (byte-level, or SentencePiece-style with byte fallback), the added tokens,
+// the pre-tokenizer family and special ids.
 #include "tokenizer/tokenizer_json.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/json_file.h"
@@ -69,6 +71,61 @@ std::string detect_pre(const json& pre_tokenizer, const std::string& path) {
   return pre;
 }
 
+// SentencePiece-style BPE (byte_fallback: Llama 2, Mistral, TinyLlama): spaces become "▁" either through the
+// normalizer (Prepend "▁" + Replace " " -> "▁") or a Metaspace pre-tokenizer. Returns whether a "▁" is put in
+// front of the text (SentencePiece's add_dummy_prefix, GGUF's add_space_prefix); throws for anything else.
+bool detect_spm_space_prefix(const json& root, const std::string& path) {
+  constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+  bool prefix = false, spaces_mapped = false;
+  std::vector<const json*> steps;
+  const json& normalizer = root.value("normalizer", json());
+  if (!normalizer.is_null() && normalizer.value("type", "") == "Sequence") {
+    for (const json& n : normalizer.at("normalizers")) steps.push_back(&n);
+  } else if (!normalizer.is_null()) {
+    steps.push_back(&normalizer);
+  }
+  for (const json* step : steps) {
+    const std::string type = step->value("type", "");
+    if (type == "Prepend" && step->value("prepend", "") == kSpace) {
+      prefix = true;
+    } else if (type == "Replace" && step->at("pattern").value("String", "") == " " && step->value("content", "") == kSpace) {
+      spaces_mapped = true;
+    } else {
+      fail("{}: normalizer step '{}' is not supported for a SentencePiece-style tokenizer", path, type);
+    }
+  }
+  const json& pre = root.value("pre_tokenizer", json());
+  if (!pre.is_null()) {
+    if (pre.value("type", "") != "Metaspace" || pre.value("replacement", std::string(kSpace)) != kSpace) {
+      fail("{}: pre_tokenizer '{}' is not supported for a SentencePiece-style tokenizer", path, pre.value("type", "?"));
+    }
+    spaces_mapped = true;
+    const std::string scheme = pre.value("prepend_scheme", pre.value("add_prefix_space", true) ? "always" : "never");
+    prefix = prefix || scheme != "never";
+  }
+  if (!spaces_mapped) fail("{}: a SentencePiece-style tokenizer must map spaces to U+2581", path);
+  return prefix;
+}
+
+// Tessera's SentencePiece BPE merges the adjacent pair whose joined piece scores highest; Hugging Face's BPE applies
+// merges by rank. Giving each piece the negated rank of the first merge that makes it turns one into the other
+// (the merges of these tokenizer.json files list every split of every piece, ordered by the SentencePiece
+// score). Pieces no merge makes rank below all others.
+void spm_scores_from_merges(Vocab& vocab, const std::vector<std::string>& merges) {
+  std::unordered_map<std::string, int32_t> ids;
+  for (size_t id = 0; id < vocab.tokens.size(); ++id) {
+    if (vocab.kinds[id] == TokenKind::Normal) ids.emplace(vocab.tokens[id], int32_t(id));
+  }
+  for (size_t id = 0; id < vocab.tokens.size(); ++id) vocab.scores[id] = -float(merges.size() + id);
+  for (size_t rank = merges.size(); rank-- > 0;) {
+    const std::string& merge = merges[rank];
+    const size_t space = merge.find(' ');
+    if (space == std::string::npos) continue;
+    const auto it = ids.find(merge.substr(0, space) + merge.substr(space + 1));
+    if (it != ids.end()) vocab.scores[size_t(it->second)] = -float(rank);  // lowest rank last, so it wins
+  }
+}
+
 // A special token in tokenizer_config.json: a string, an {"content": ...} object or null.
 std::string config_token(const json& config, const char* key) {
   if (!config.contains(key)) return {};
@@ -86,17 +143,23 @@ Vocab vocab_from_tokenizer_json(const std::string& path) {
   vocab.model = "gpt2";
   vocab.add_bos = false;
   vocab.add_space_prefix = false;
+  bool spm = false;
+  std::string unk_token;
   try {
     const json& model = root.at("model");
     const std::string type = model.value("type", "BPE");
     if (type != "BPE") fail("{}: model type '{}' is not supported (only BPE)", path, type);
-    if (model.value("byte_fallback", false))
-      fail("{}: BPE with byte_fallback (SentencePiece style) is not supported; use the GGUF file", path);
-
-    const json& normalizer = root.value("normalizer", json());
-    if (!normalizer.is_null() && normalizer.value("type", "") != "NFC")
-      fail("{}: normalizer '{}' is not supported", path, normalizer.value("type", "?"));
-    vocab.pre = detect_pre(root.value("pre_tokenizer", json()), path);
+    spm = model.value("byte_fallback", false);
+    if (spm) {
+      vocab.model = "llama";
+      vocab.add_space_prefix = detect_spm_space_prefix(root, path);
+      if (model.contains("unk_token") && model.at("unk_token").is_string()) unk_token = model.at("unk_token");
+    } else {
+      const json& normalizer = root.value("normalizer", json());
+      if (!normalizer.is_null() && normalizer.value("type", "") != "NFC")
+        fail("{}: normalizer '{}' is not supported", path, normalizer.value("type", "?"));
+      vocab.pre = detect_pre(root.value("pre_tokenizer", json()), path);
+    }
 
     // Ids may leave holes (added tokens placed after a padded vocabulary): they become unused tokens.
     int64_t n_vocab = 0;
@@ -113,12 +176,16 @@ Vocab vocab_from_tokenizer_json(const std::string& path) {
       if (id < 0) fail("{}: model.vocab['{}'] has negative id {}", path, text, id);
       vocab.tokens[id] = text;
       vocab.kinds[id] = TokenKind::Normal;
+      // SentencePiece's byte-fallback pieces, "<0x00>".."<0xFF>".
+      if (spm && text.size() == 6 && text.starts_with("<0x") && text.back() == '>') vocab.kinds[id] = TokenKind::Byte;
+      if (spm && text == unk_token) vocab.kinds[id] = TokenKind::Unknown;
     }
     for (const json& token : added) {
       const int64_t id = token.at("id").get<int64_t>();
       if (id < 0) fail("{}: added token with negative id {}", path, id);
       vocab.tokens[id] = token.at("content").get<std::string>();
       vocab.kinds[id] = token.value("special", false) ? TokenKind::Control : TokenKind::UserDefined;
+      if (spm && vocab.tokens[id] == unk_token) vocab.kinds[id] = TokenKind::Unknown;
     }
     for (int64_t id = 0; id < n_vocab; ++id) {
       if (vocab.kinds[id] == TokenKind::Unused) vocab.tokens[id] = "[PAD" + std::to_string(id) + "]";
@@ -134,6 +201,10 @@ Vocab vocab_from_tokenizer_json(const std::string& path) {
       } else {
         fail("{}: model.merges entry {} is neither \"a b\" nor [a, b]", path, merge.dump());
       }
+    }
+    if (spm) {
+      spm_scores_from_merges(vocab, vocab.merges);
+      vocab.merges.clear();  // SentencePiece ranks by score; GGUF "llama" vocabularies carry no merges
     }
   } catch (const json::exception& e) {
     fail("{}: unexpected tokenizer.json structure: {}", path, e.what());
@@ -158,10 +229,12 @@ Vocab vocab_from_tokenizer_json(const std::string& path) {
       add_bos = config.at("add_bos_token").get<bool>();
   }
   // Without a config, the family's conventional names.
-  if (vocab.bos < 0) vocab.bos = find_id(vocab.pre == "llama-bpe" ? "<|begin_of_text|>" : "");
-  if (vocab.eos < 0) vocab.eos = find_id(vocab.pre == "llama-bpe" ? "<|end_of_text|>" : "<|endoftext|>");
-  // Llama-3 prepends BOS (its post-processor's template; llama.cpp does the same for llama-bpe).
-  vocab.add_bos = add_bos.value_or(vocab.pre == "llama-bpe") && vocab.bos >= 0;
+  if (vocab.bos < 0) vocab.bos = find_id(spm ? "<s>" : vocab.pre == "llama-bpe" ? "<|begin_of_text|>" : "");
+  if (vocab.eos < 0) vocab.eos = find_id(spm ? "</s>" : vocab.pre == "llama-bpe" ? "<|end_of_text|>" : "<|endoftext|>");
+  if (vocab.unk < 0) vocab.unk = find_id(unk_token);
+  // Llama-3 prepends BOS (its post-processor's template; llama.cpp does the same for llama-bpe), and so does
+  // SentencePiece Llama/Mistral.
+  vocab.add_bos = add_bos.value_or(spm || vocab.pre == "llama-bpe") && vocab.bos >= 0;
 
   validate_vocab(vocab, path);
   return vocab;

@@ -80,28 +80,35 @@ std::vector<double> llama3_divisors(const json& rs, int64_t head_dim, double the
 
 }  // namespace
 
-std::string safetensors_bytes(const std::vector<StTensor>& tensors, const std::string& dtype) {
-  const size_t element = dtype == "F32" ? 4 : 2;
+std::string safetensors_raw(const std::vector<StRawTensor>& tensors) {
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}};
   std::string data;
-  for (const StTensor& t : tensors) {
-    const size_t begin = data.size();
-    for (float v : t.values) {
-      if (dtype == "F32") {
-        data.append(reinterpret_cast<const char*>(&v), 4);
-      } else {
-        const uint16_t h = dtype == "F16" ? fp32_to_fp16(v) : fp32_to_bf16(v);
-        data.append(reinterpret_cast<const char*>(&h), 2);
-      }
-    }
-    header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {begin, begin + t.values.size() * element}}};
+  for (const StRawTensor& t : tensors) {
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    data += t.bytes;
   }
   std::string text = header.dump();
   while (text.size() % 8 != 0) text += ' ';
   const uint64_t n = text.size();
-  std::string out(reinterpret_cast<const char*>(&n), 8);
-  return out + text + data;
+  return std::string(reinterpret_cast<const char*>(&n), 8) + text + data;
+}
+
+std::string safetensors_bytes(const std::vector<StTensor>& tensors, const std::string& dtype) {
+  std::vector<StRawTensor> raw;
+  for (const StTensor& t : tensors) {
+    std::string bytes;
+    for (float v : t.values) {
+      if (dtype == "F32") {
+        bytes.append(reinterpret_cast<const char*>(&v), 4);
+      } else {
+        const uint16_t h = dtype == "F16" ? fp32_to_fp16(v) : fp32_to_bf16(v);
+        bytes.append(reinterpret_cast<const char*>(&h), 2);
+      }
+    }
+    raw.push_back({t.name, dtype, t.shape, std::move(bytes)});
+  }
+  return safetensors_raw(raw);
 }
 
 void write_tiny_tokenizer(const std::string& dir) {

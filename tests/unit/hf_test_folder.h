@@ -53,6 +53,14 @@ struct StTensor {
   std::vector<float> values;
 };
 std::string safetensors_bytes(const std::vector<StTensor>& tensors, const std::string& dtype);
+// The same for tensors given as raw little-endian bytes, each with its own dtype.
+struct StRawTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<uint64_t> shape;
+  std::string bytes;
+};
+std::string safetensors_raw(const std::vector<StRawTensor>& tensors);
 
 // The tokenizer files alone (tokenizer.json, tokenizer_config.json, generation_config.json) into `dir`.
 void write_tiny_tokenizer(const std::string& dir);
