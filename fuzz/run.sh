@@ -2,7 +2,8 @@
 # Builds the GGUF fuzzer (clang, libFuzzer, ASan, UBSan) and runs it for N seconds (default 30) on a scratch copy of
 # fuzz/corpus/gguf, so the checked-in seeds stay small. Exits non-zero when the fuzzer finds a crash; the
 # reproducer is left as crash-* in the work directory it prints. Usage: fuzz/run.sh [seconds] [extra libFuzzer flags]
-# TESSERA_FUZZ_TARGET=gguf_roundtrip_fuzzer runs the reader -> writer -> reader target instead of gguf_fuzzer.
+# TESSERA_FUZZ_TARGET=gguf_roundtrip_fuzzer runs the reader -> writer -> reader target instead of gguf_fuzzer;
+# TESSERA_FUZZ_TARGET=safetensors_fuzzer the safetensors reader (seeds in fuzz/corpus/safetensors).
 set -euo pipefail
 
 seconds="${1:-30}"
@@ -20,7 +21,9 @@ ninja -C "$build" -j "$jobs" "$target" >/dev/null
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/tessera-fuzz.XXXXXX")"
 mkdir -p "$work/corpus" "$work/artifacts"
-cp "$root"/fuzz/corpus/gguf/* "$work/corpus/"
+corpus="gguf"
+[[ "$target" == safetensors_* ]] && corpus="safetensors"
+cp "$root"/fuzz/corpus/$corpus/* "$work/corpus/"
 echo "running $target for ${seconds}s in $work" >&2
 
 status=0
