@@ -47,7 +47,12 @@ void raise_fd_limit() {
 }
 
 std::string default_model_name(const std::string& path) {
-  return path.empty() ? "stories260K" : std::filesystem::path(path).stem().string();
+  if (path.empty()) return "stories260K";
+  std::filesystem::path p(path);
+  if (!std::filesystem::is_directory(p)) return p.stem().string();
+  // A Hugging Face folder goes by its whole name: "Qwen2.5-0.5B" has no extension to strip.
+  p = p.lexically_normal();
+  return (p.filename().empty() ? p.parent_path() : p).filename().string();
 }
 
 int serve(ServeOptions& o) {
