@@ -17,7 +17,7 @@ namespace {
 struct QuantizeCliOptions {
   std::string input, output, type, calibration, method = "rtn";
   int64_t group = 32, samples = 8, sample_tokens = 256;
-  bool quantize_output = false, quiet = false;
+  bool quantize_output = false, quiet = false, no_clip = false;
 };
 
 // One status line redrawn in place on a terminal; on a pipe, a line per stage change only.
@@ -73,6 +73,8 @@ int run_quantize(const QuantizeCliOptions& c) {
   o.samples = c.samples;
   o.sample_tokens = c.sample_tokens;
   o.quantize_output = c.quantize_output;
+  o.awq_clip = !c.no_clip;
+  if (c.no_clip && o.method != quant::Method::Awq) fail("--no-clip applies to --method awq only");
   ProgressBar bar(c.quiet);
   o.progress = [&bar](std::string_view stage, size_t done, size_t total) { bar.update(stage, done, total); };
 
@@ -117,6 +119,7 @@ void add_quantize_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--samples", o->samples, "calibration windows")->default_val(8);
   cmd->add_option("--sample-tokens", o->sample_tokens, "tokens per calibration window")->default_val(256);
   cmd->add_option("--method", o->method, "rtn, awq or gptq (INT4)")->default_val("rtn");
+  cmd->add_flag("--no-clip", o->no_clip, "AWQ: scale search only, no per-group clipping search");
   cmd->add_flag("--quantize-output", o->quantize_output, "also quantize the output projection");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress output");
   cmd->callback([&action, o] {

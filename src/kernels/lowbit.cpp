@@ -33,6 +33,10 @@ Int4Group int4_fit_group(const float* x, int64_t n) {
     lo = std::min(lo, x[i]);
     hi = std::max(hi, x[i]);
   }
+  return int4_fit_range(lo, hi);
+}
+
+Int4Group int4_fit_range(float lo, float hi) {
   if (!(hi > lo)) {  // a constant group: widen to include 0 so that the constant is an end of the range
     lo = std::min(lo, 0.0f);
     hi = std::max(hi, 0.0f);

@@ -42,6 +42,8 @@ struct Int4Group {
 };
 // Round-to-nearest parameters from the group's min and max (the range maps exactly onto [0, 15]).
 Int4Group int4_fit_group(const float* x, int64_t n);
+// The same for a given range [lo, hi] (a clipped one: values outside saturate at 0 or 15).
+Int4Group int4_fit_range(float lo, float hi);
 inline int int4_quantize_value(float x, const Int4Group& g) {
   if (g.scale == 0.0f) return 0;
   const float q = __builtin_nearbyintf(x / g.scale + g.zero);

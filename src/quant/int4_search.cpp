@@ -67,6 +67,47 @@ Int4Matrix int4_rtn(const float* w, int64_t n_out, int64_t n_in, int64_t group) 
   return m;
 }
 
+Int4Matrix int4_clip_search(const float* w, int64_t n_out, int64_t n_in, int64_t group,
+                            const std::vector<float>& hessian, double max_shrink, int n_grid) {
+  Int4Matrix m{n_out, n_in, group, {}, {}, {}};
+  const size_t rb = int4_row_bytes(n_in), ng = size_t(int4_n_groups(n_in, group));
+  m.data.assign(rb * size_t(n_out), 0);
+  m.scales.resize(ng * size_t(n_out));
+  m.zeros.resize(m.scales.size());
+  const int steps = int(max_shrink * n_grid + 1e-9);
+  std::vector<double> delta(static_cast<size_t>(group));
+  for (int64_t r = 0; r < n_out; ++r) {
+    const float* wr = w + r * n_in;
+    for (int64_t g = 0, begin = 0; begin < n_in; ++g, begin += group) {
+      const int64_t len = std::min(group, n_in - begin);
+      float lo = wr[begin], hi = wr[begin];
+      for (int64_t i = begin + 1; i < begin + len; ++i) lo = std::min(lo, wr[i]), hi = std::max(hi, wr[i]);
+      Int4Group best;
+      double best_err = std::numeric_limits<double>::infinity();
+      for (int step = 0; step <= steps; ++step) {
+        const float rho = 1.0f - float(step) / float(n_grid);
+        const Int4Group p = step == 0 ? int4_fit_group(wr + begin, len) : int4_fit_range(lo * rho, hi * rho);
+        for (int64_t i = 0; i < len; ++i) {
+          delta[size_t(i)] = double(wr[begin + i]) - int4_dequantize_value(int4_quantize_value(wr[begin + i], p), p);
+        }
+        double err = 0.0;
+        for (int64_t i = 0; i < len; ++i) {
+          if (delta[size_t(i)] == 0.0) continue;
+          const float* hi_row = &hessian[size_t((begin + i) * n_in + begin)];
+          double s = 0.0;
+          for (int64_t j = 0; j < len; ++j) s += hi_row[j] * delta[size_t(j)];
+          err += delta[size_t(i)] * s;
+        }
+        if (err < best_err) best_err = err, best = p;
+      }
+      m.scales[size_t(r) * ng + size_t(g)] = fp32_to_fp16(best.scale);
+      m.zeros[size_t(r) * ng + size_t(g)] = fp32_to_fp16(best.zero);
+      for (int64_t i = begin; i < begin + len; ++i) int4_set(&m.data[size_t(r) * rb], i, int4_quantize_value(wr[i], best));
+    }
+  }
+  return m;
+}
+
 std::vector<float> int4_dequantize(const Int4Matrix& m) {
   std::vector<float> out(static_cast<size_t>(m.n_out * m.n_in));
   const size_t rb = int4_row_bytes(m.n_in), ng = size_t(int4_n_groups(m.n_in, m.group));

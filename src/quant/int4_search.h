@@ -15,6 +15,14 @@ struct Int4Matrix {
 };
 
 Int4Matrix int4_rtn(const float* w, int64_t n_out, int64_t n_in, int64_t group);
+
+// AWQ's clipping search: per row and group, the range [lo·ρ, hi·ρ] (ρ = 1, 1 − 1/n_grid, ... ≥ 1 − max_shrink)
+// whose round-to-nearest values minimize the group's share of the output error, δᵀ·H_gg·δ with δ = w − ŵ over
+// the group's columns and H_gg that block of hessian ([n_in, n_in] = E[x xᵀ]). Clipping trades larger errors
+// on a few extreme weights for a finer step on all others; ρ = 1 is plain RTN, so per group the result is never
+// worse than RTN on the calibration data (cross-group terms of H are left out, as in AWQ).
+Int4Matrix int4_clip_search(const float* w, int64_t n_out, int64_t n_in, int64_t group,
+                            const std::vector<float>& hessian, double max_shrink = 0.5, int n_grid = 20);
 std::vector<float> int4_dequantize(const Int4Matrix& m);  // [n_out, n_in]
 
 // GPTQ: quantizes columns left to right; each column's rounding error, weighted by the inverse Hessian's

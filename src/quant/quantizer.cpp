@@ -263,10 +263,20 @@ QuantizeReport quantize_model(const Model& model, const std::string& out_path, c
           for (int64_t j = 0; j < n_in; ++j) m[size_t(r * n_in + j)] /= (*row)[size_t(r)];
       std::vector<uint8_t> bytes;
       if (target == TensorType::INT4) {
-        Int4Matrix q = o.method == Method::Gptq && lin.layer >= 0
-                           ? int4_gptq(std::move(m), n_out, n_in, o.group_size,
-                                       stats->layers[size_t(lin.layer)][int(input_of(lin.kind))].hessian_f32())
-                           : int4_rtn(m.data(), n_out, n_in, o.group_size);
+        Int4Matrix q;
+        if (o.method == Method::Gptq && lin.layer >= 0) {
+          q = int4_gptq(std::move(m), n_out, n_in, o.group_size,
+                        stats->layers[size_t(lin.layer)][int(input_of(lin.kind))].hessian_f32());
+        } else if (o.method == Method::Awq && o.awq_clip && lin.layer >= 0) {
+          // The clipping search sees this matrix's own input, x / s: E[x xᵀ] scaled by 1 / (s_i s_j).
+          std::vector<float> h = stats->layers[size_t(lin.layer)][int(input_of(lin.kind))].hessian_f32();
+          if (col)
+            for (int64_t i = 0; i < n_in; ++i)
+              for (int64_t j = 0; j < n_in; ++j) h[size_t(i * n_in + j)] /= (*col)[size_t(i)] * (*col)[size_t(j)];
+          q = int4_clip_search(m.data(), n_out, n_in, o.group_size, h);
+        } else {
+          q = int4_rtn(m.data(), n_out, n_in, o.group_size);
+        }
         bytes = std::move(q.data);
         state->companions = {to_bytes(q.scales), to_bytes(q.zeros)};
       } else if (target == TensorType::I8 || target == TensorType::FP8_E4M3) {

@@ -30,6 +30,7 @@ struct QuantizeOptions {
   std::string calibration_text;  // required for AWQ and GPTQ
   int64_t samples = 8;           // calibration windows
   int64_t sample_tokens = 256;   // tokens per window
+  bool awq_clip = true;          // AWQ: after the scale search, search each group's clipping range
   bool quantize_output = false;  // also the output projection (a tied one gets its own quantized copy)
   // Called with a stage name ("calibrate", "search", "write"), progress and total.
   std::function<void(std::string_view stage, size_t done, size_t total)> progress;
