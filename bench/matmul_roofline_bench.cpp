@@ -2,7 +2,8 @@
 // count, best-of-N time of one 2048×5632 matmul (TinyLlama FFN shape), as GB/s of weights (decode) and GOP/s
 // (2 ops per multiply-add), next to read bandwidth and the int8 peak (vpmaddubsw + vpmaddwd + vpaddd chains,
 // the kernels' byte dot product). Best-of-N rather than means: the machine is shared and noise only slows.
-// Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 I8
+// Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 I8 INT4 INT4_G128
+// Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
 // TESSERA_BENCH_THREADS=1 times one thread by its CPU time, the steadier number on a busy machine.
 #include <immintrin.h>
 
@@ -19,6 +20,7 @@
 #include "core/cpu_features.h"
 #include "core/tensor_type.h"
 #include "core/thread_pool.h"
+#include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
@@ -98,51 +100,60 @@ double int8_peak_gops(ThreadPool& pool, int reps) {
 
 // Copies of the matrix, used in turn, so each call reads weights from memory, not from the 32 MiB L3.
 struct Weights {
+  std::string name;
   std::vector<uint8_t> data;
   std::vector<float> scales;
+  std::vector<uint16_t> group_params;  // INT4: per copy, scales then zero points
   std::vector<WeightMatrix> views;
-  size_t bytes = 0;
+  size_t bytes = 0;  // one copy, INT4 group parameters included
 };
 
-Weights make_weights(TensorType type) {
+// INT4 (group 32 or 128, rtn) or any GGUF/I8 type.
+Weights make_weights(TensorType type, int64_t group = 0) {
   Weights w;
+  w.name = type == TensorType::INT4 ? "INT4_G" + std::to_string(group) : std::string(tensor_type_name(type));
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   std::vector<float> row(kNIn);
-  const size_t row_bytes = tensor_row_bytes(type, kNIn);
-  w.bytes = row_bytes * kNOut;
+  const size_t row_bytes = type == TensorType::INT4 ? int4_row_bytes(kNIn) : tensor_row_bytes(type, kNIn);
+  const size_t ng = type == TensorType::INT4 ? size_t(int4_n_groups(kNIn, group)) : 0;
+  const size_t data_bytes = row_bytes * kNOut, param_count = 2 * ng * kNOut;
+  w.bytes = data_bytes + param_count * 2;
   w.scales.resize(kNOut);
   const size_t copies = std::max<size_t>(2, (size_t{96} << 20) / w.bytes + 1);
-  w.data.resize(w.bytes * copies);
+  w.data.resize(data_bytes * copies);
+  w.group_params.resize(param_count * copies);
   for (int64_t r = 0; r < kNOut; ++r) {
     for (auto& v : row) v = dist(rng);
-    quantize_row(type, row.data(), w.data.data() + r * row_bytes, kNIn, &w.scales[size_t(r)]);
+    if (type == TensorType::INT4) {
+      quantize_row_int4(row.data(), kNIn, group, w.data.data() + r * row_bytes, &w.group_params[r * ng],
+                        &w.group_params[ng * kNOut + r * ng]);
+    } else {
+      quantize_row(type, row.data(), w.data.data() + r * row_bytes, kNIn, &w.scales[size_t(r)]);
+    }
   }
   for (size_t c = 0; c < copies; ++c) {
-    if (c > 0) std::memcpy(w.data.data() + c * w.bytes, w.data.data(), w.bytes);
-    w.views.push_back(WeightMatrix{type, kNOut, kNIn, w.data.data() + c * w.bytes, row_bytes,
-                                   type == TensorType::I8 ? w.scales.data() : nullptr});
+    if (c > 0) {
+      std::memcpy(w.data.data() + c * data_bytes, w.data.data(), data_bytes);
+      std::memcpy(w.group_params.data() + c * param_count, w.group_params.data(), param_count * 2);
+    }
+    WeightMatrix m{type, kNOut, kNIn, w.data.data() + c * data_bytes, row_bytes,
+                   type == TensorType::I8 ? w.scales.data() : nullptr};
+    if (type == TensorType::INT4) {
+      m.group_size = int32_t(group);
+      m.group_scales = w.group_params.data() + c * param_count;
+      m.group_zeros = m.group_scales + ng * kNOut;
+    }
+    w.views.push_back(m);
   }
   return w;
 }
 
-// Best seconds per matmul over `reps` calls (at least ~0.2 s of calls in all).
-double time_matmul(const Weights& w, int64_t n_tokens, ThreadPool& pool, int reps) {
-  std::vector<float> x(size_t(n_tokens * kNIn)), y(size_t(n_tokens * kNOut));
-  std::mt19937 rng(2);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (auto& v : x) v = dist(rng);
-  size_t next = 0;
-  matmul(w.views[next++ % w.views.size()], x.data(), n_tokens, y.data(), pool);
-  double best = 1e9, spent = 0;
-  for (int r = 0; r < reps || spent < 0.2; ++r) {
-    const double t0 = now_s();
-    matmul(w.views[next++ % w.views.size()], x.data(), n_tokens, y.data(), pool);
-    const double dt = now_s() - t0;
-    best = std::min(best, dt);
-    spent += dt;
-  }
-  return best;
+// One timed call on the next copy.
+double time_once(const Weights& w, size_t& next, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const double t0 = now_s();
+  matmul(w.views[next++ % w.views.size()], x, n_tokens, y, pool);
+  return now_s() - t0;
 }
 
 }  // namespace
@@ -151,13 +162,16 @@ double time_matmul(const Weights& w, int64_t n_tokens, ThreadPool& pool, int rep
 int main(int argc, char** argv) {
   using namespace tessera;
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 15;
-  std::vector<TensorType> types;
+  std::vector<std::pair<TensorType, int64_t>> types;
   for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "INT4" || a == "INT4_G32") types.push_back({TensorType::INT4, 32});
+    if (a == "INT4_G128") types.push_back({TensorType::INT4, 128});
     for (TensorType t : {TensorType::Q8_0, TensorType::I8, TensorType::Q4_0, TensorType::F16, TensorType::Q4_K,
                          TensorType::Q6_K})
-      if (std::string(argv[i]) == tensor_type_name(t)) types.push_back(t);
+      if (a == tensor_type_name(t)) types.push_back({t, 0});
   }
-  if (types.empty()) types = {TensorType::Q8_0, TensorType::I8};
+  if (types.empty()) types = {{TensorType::Q8_0, 0}, {TensorType::I8, 0}};
   const int n_threads = std::getenv("TESSERA_BENCH_THREADS") ? std::atoi(std::getenv("TESSERA_BENCH_THREADS")) : 2;
   ThreadPool pool(n_threads);
   g_cpu_clock = pool.size() == 1;
@@ -173,23 +187,43 @@ int main(int argc, char** argv) {
   std::printf("matmul %lldx%lld, %d threads, ISA %s, best of >=%d, %s\n", (long long)kNOut, (long long)kNIn,
               pool.size(), std::string(isa_name(kernel_isa(active_isa()))).c_str(), reps,
               g_cpu_clock ? "thread CPU time" : "wall time");
-  for (TensorType type : types) {
-    const Weights w = make_weights(type);
-    // Probes before and after each type's runs; the ratios use the better of the two.
-    double bw = bandwidth_gbs(pool, slices, slice, 5), peak = int8_peak_gops(pool, 50);
-    struct Row { int64_t n; double s; };
-    std::vector<Row> rows;
-    for (int64_t n : {1, 4, 16, 32, 128, 512}) rows.push_back({n, time_matmul(w, n, pool, n >= 128 ? reps / 3 + 1 : reps)});
-    bw = std::max(bw, bandwidth_gbs(pool, slices, slice, 5));
-    peak = std::max(peak, int8_peak_gops(pool, 50));
-    const std::string name(tensor_type_name(type));
-    std::printf("\n%s: %.2f MB weights; read bandwidth %.1f GB/s, int8 peak %.0f GOP/s\n", name.c_str(),
-                double(w.bytes) / 1e6, bw, peak);
-    std::printf("%8s %10s %9s %8s %9s %8s %12s\n", "n_tok", "us", "GB/s", "%bw", "GOP/s", "%peak", "t/t(1tok)");
-    for (const Row& r : rows) {
-      const double gbs = double(w.bytes) / r.s * 1e-9, gops = 2.0 * kNIn * kNOut * double(r.n) / r.s * 1e-9;
-      std::printf("%8lld %10.1f %9.1f %7.0f%% %9.1f %7.0f%% %12.2f\n", (long long)r.n, r.s * 1e6, gbs, 100 * gbs / bw,
-                  gops, 100 * gops / peak, r.s / rows[0].s);
+  std::vector<Weights> ws;
+  for (const auto& [type, group] : types) ws.push_back(make_weights(type, group));
+  double bw = bandwidth_gbs(pool, slices, slice, 5), peak = int8_peak_gops(pool, 50);
+  const std::vector<int64_t> token_counts = {1, 4, 16, 32, 128, 512};
+  std::vector<std::vector<double>> best(ws.size(), std::vector<double>(token_counts.size(), 1e9));
+  for (size_t k = 0; k < token_counts.size(); ++k) {
+    const int64_t n = token_counts[k];
+    std::vector<float> x(size_t(n * kNIn)), y(size_t(n * kNOut));
+    std::mt19937 rng(2);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (auto& v : x) v = dist(rng);
+    std::vector<size_t> next(ws.size(), 0);
+    for (size_t i = 0; i < ws.size(); ++i) time_once(ws[i], next[i], x.data(), n, y.data(), pool);  // warm-up
+    const int n_reps = n >= 128 ? reps / 3 + 1 : reps;
+    std::vector<double> spent(ws.size(), 0.0);
+    for (int r = 0; r < n_reps || *std::min_element(spent.begin(), spent.end()) < 0.2; ++r) {
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const double dt = time_once(ws[i], next[i], x.data(), n, y.data(), pool);
+        best[i][k] = std::min(best[i][k], dt);
+        spent[i] += dt;
+      }
+    }
+  }
+  bw = std::max(bw, bandwidth_gbs(pool, slices, slice, 5));
+  peak = std::max(peak, int8_peak_gops(pool, 50));
+  std::printf("read bandwidth %.1f GB/s, int8 peak %.0f GOP/s (better of before and after)\n", bw, peak);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    std::printf("\n%s: %.2f MB weights\n", ws[i].name.c_str(), double(ws[i].bytes) / 1e6);
+    std::printf("%8s %10s %9s %8s %9s %8s %12s %10s\n", "n_tok", "us", "GB/s", "%bw", "GOP/s", "%peak", "t/t(1tok)",
+                i ? "vs first" : "");
+    for (size_t k = 0; k < token_counts.size(); ++k) {
+      const double sec = best[i][k], n = double(token_counts[k]);
+      const double gbs = double(ws[i].bytes) / sec * 1e-9, gops = 2.0 * kNIn * kNOut * n / sec * 1e-9;
+      std::printf("%8lld %10.1f %9.1f %7.0f%% %9.1f %7.0f%% %12.2f", (long long)token_counts[k], sec * 1e6, gbs,
+                  100 * gbs / bw, gops, 100 * gops / peak, sec / best[i][0]);
+      if (i) std::printf(" %9.2fx", best[0][k] / sec);
+      std::printf("\n");
     }
   }
   for (uint8_t* p : slices) std::free(p);

@@ -1,4 +1,4 @@
-// Dispatch for the FP8 and INT4 matmuls: per-token int8 activations for INT4 in per-call scratch, rows split
+// Dispatch for the FP8 and INT4 matmuls: per-token int8 activations for INT4 in per-thread scratch, rows split
 // across the pool (never the reduction, which keeps results batch-invariant).
 #include "kernels/matmul_lowbit.h"
 
@@ -23,28 +23,6 @@ struct Int4ActScratch {
   std::vector<int8_t> q;
   std::vector<float> scale, group_sums;
 };
-
-// One symmetric scale per token (max|x| / 127), rounded to nearest even, padded with zeros to whole chunks.
-void quantize_tokens(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, int64_t group, int8_t* q,
-                     float* scale, float* group_sums) {
-  const int64_t padded = int64_t(int4_row_bytes(n_in)) * 2, n_groups = int4_n_groups(n_in, group);
-  for (int64_t t = t_begin; t < t_end; ++t) {
-    const float* xt = x + t * n_in;
-    int8_t* qt = q + t * padded;
-    float amax = 0.0f;
-    for (int64_t i = 0; i < n_in; ++i) amax = std::fmax(amax, std::fabs(xt[i]));
-    const float d = amax / 127.0f;
-    const float inv = d > 0.0f ? 1.0f / d : 0.0f;
-    for (int64_t i = 0; i < n_in; ++i) qt[i] = static_cast<int8_t>(std::nearbyint(xt[i] * inv));
-    for (int64_t i = n_in; i < padded; ++i) qt[i] = 0;
-    scale[t] = d;
-    for (int64_t g = 0; g < n_groups; ++g) {
-      int32_t s = 0;
-      for (int64_t i = g * group; i < std::min(n_in, (g + 1) * group); ++i) s += qt[i];
-      group_sums[t * n_groups + g] = static_cast<float>(s);
-    }
-  }
-}
 
 }  // namespace
 
@@ -90,17 +68,21 @@ void matmul_lowbit(const WeightMatrix& w, const float* x, int64_t n_tokens, floa
   a.n_groups = w.n_groups();
   a.group_scales = w.group_scales;
   a.group_zeros = w.group_zeros;
+  // Group sizes that are odd multiples of 32 above 32 (96, 160, ...) split a 64-value pair of chunks between two
+  // groups; the kernels take pairs whole, so those (never written by tessera quantize) run the reference.
+  if (w.group_size != 32 && w.group_size % 64 != 0) return matmul_lowbit_reference(w, x, n_tokens, y, pool);
   thread_local Int4ActScratch scratch;
-  const size_t nt = size_t(n_tokens), padded = int4_row_bytes(w.n_in) * 2;
-  int8_t* q = grow(scratch.q, nt * padded);
+  const size_t nt = size_t(n_tokens), stride = size_t(kernels::lowbit::int4_act_stride(w.n_in));
+  int8_t* q = grow(scratch.q, nt * stride);
   float* scale = grow(scratch.scale, nt);
-  float* sums = grow(scratch.group_sums, nt * size_t(a.n_groups));
+  float* sums = grow(scratch.group_sums, nt * size_t(kernels::lowbit::int4_sums_stride(a.n_groups)));
+  auto quantize = [&](int64_t b, int64_t e) {
+    kernels::lowbit::avx2::int4_quantize_acts(x, w.n_in, w.group_size, b, e, q, scale, sums);
+  };
   if (n_tokens * w.n_in >= (int64_t{1} << 16) && pool.size() > 1) {
-    pool.parallel_for(n_tokens, [&](int64_t b, int64_t e) {
-      quantize_tokens(x, w.n_in, b, e, w.group_size, q, scale, sums);
-    });
+    pool.parallel_for(n_tokens, quantize);
   } else {
-    quantize_tokens(x, w.n_in, 0, n_tokens, w.group_size, q, scale, sums);
+    quantize(0, n_tokens);
   }
   a.xq = q;
   a.x_scale = scale;

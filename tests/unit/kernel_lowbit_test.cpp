@@ -199,7 +199,11 @@ TEST_P(KernelLowbit, BatchInvariant) {
 std::vector<LowbitCase> lowbit_cases() {
   return {{TensorType::FP8_E4M3, 0, 172}, {TensorType::FP8_E4M3, 0, 357}, {TensorType::FP8_E4M3, 0, 256},
           {TensorType::INT4, 32, 172},    {TensorType::INT4, 32, 357},    {TensorType::INT4, 128, 172},
-          {TensorType::INT4, 128, 512},   {TensorType::INT4, 128, 357}};
+          {TensorType::INT4, 128, 512},   {TensorType::INT4, 128, 357},
+          // An odd chunk count (a lone last chunk), whole pairs, a long row split into several unpacked row
+          // blocks, group 64, and group 96 (pairs straddle groups: the reference path).
+          {TensorType::INT4, 32, 1000},   {TensorType::INT4, 32, 2048},   {TensorType::INT4, 128, 4128},
+          {TensorType::INT4, 64, 300},    {TensorType::INT4, 96, 357}};
 }
 
 INSTANTIATE_TEST_SUITE_P(LowbitTypes, KernelLowbit,
