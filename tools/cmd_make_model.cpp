@@ -23,6 +23,7 @@ struct MakeModelOptions {
   std::string output;
   std::string vocab_from;
   uint64_t seed = 1;
+  int64_t group = 32;
   int threads = 0;
 };
 
@@ -30,9 +31,12 @@ int make_model(const MakeModelOptions& o) {
   const ModelPreset* preset = find_model_preset(o.preset);
   if (preset == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
   const std::optional<TensorType> type = weight_type_from_name(o.type);
-  if (!type) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8)", o.type);
+  if (!type) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4)", o.type);
+  if (*type == TensorType::INT4 && o.group != 32 && o.group != 128) {
+    fail("invalid --group {}: INT4 groups are 32 or 128", o.group);
+  }
 
-  const SyntheticPlan plan = plan_synthetic_model(*preset, *type, o.seed);
+  const SyntheticPlan plan = plan_synthetic_model(*preset, *type, o.seed, o.group);
   for (const std::string& note : plan.notes) std::fprintf(stderr, "make-model: %s\n", note.c_str());
   // The vocabulary: a GGUF file's tokenizer keys, or a Hugging Face tokenizer.json (or its folder) through the
   // same Vocab -> GGUF mapping as convert, padded to the preset's embedding rows as llama.cpp expects.
@@ -67,7 +71,9 @@ void add_make_model_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("make-model", "Write a GGUF model with random weights at a published shape");
   auto o = std::make_shared<MakeModelOptions>();
   cmd->add_option("--preset", o->preset, "model shape: " + model_preset_names())->required();
-  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8")->required();
+  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4")->required();
+  cmd->add_option("--group", o->group, "INT4 group size: 32 or 128 (round-to-nearest on the random weights)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "output GGUF file")->required();
   cmd->add_option("--vocab-from", o->vocab_from, "copy the tokenizer.* metadata of this GGUF file, or take the "
                                                  "vocabulary of a Hugging Face tokenizer.json or folder (default: a "

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -115,8 +116,7 @@ std::span<const float> Forward::run(const ForwardBatch& batch) {
 
   for (int64_t t = 0; t < n; ++t) {
     const int32_t id = batch.tokens[t];
-    dequantize_row(w.token_embd.type, w.token_embd.row(id), &x_[size_t(t * c.n_embd)], c.n_embd,
-                   w.token_embd.row_scales ? w.token_embd.row_scales[id] : 1.0f);
+    dequantize_weight_row(w.token_embd, id, &x_[size_t(t * c.n_embd)]);
   }
 
   for (int64_t l = 0; l < c.n_layer; ++l) {

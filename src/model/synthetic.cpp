@@ -15,6 +15,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "formats/vocab_gguf.h"
+#include "kernels/lowbit.h"
 #include "kernels/quant.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,9 +50,9 @@ void normal_row(uint64_t row_seed, float stddev, float* out, int64_t n) {
 
 std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ULL << 30)); }
 
-void fill_tensor(const SyntheticTensor& t, uint8_t* dst, float* row_scales, ThreadPool& pool) {
+void fill_tensor(const SyntheticTensor& t, uint8_t* dst, const SyntheticRowParams& params, ThreadPool& pool) {
   if (t.n_rows == 1) {
-    fill_synthetic_rows(t, 0, 1, dst, row_scales);
+    fill_synthetic_rows(t, 0, 1, dst, params);
     return;
   }
   // Chunks of rows rather than one contiguous range per thread: rows cost the same, but a pool thread that is
@@ -61,7 +62,7 @@ void fill_tensor(const SyntheticTensor& t, uint8_t* dst, float* row_scales, Thre
   std::atomic<int64_t> next{0};
   pool.run([&](int, int) {
     for (int64_t c = next.fetch_add(1); c < n_chunks; c = next.fetch_add(1)) {
-      fill_synthetic_rows(t, c * chunk, std::min(t.n_rows, (c + 1) * chunk), dst, row_scales);
+      fill_synthetic_rows(t, c * chunk, std::min(t.n_rows, (c + 1) * chunk), dst, params);
     }
   });
 }
@@ -88,6 +89,8 @@ void set_model_metadata(gguf::Writer& w, const ModelPreset& p) {
 
 std::optional<TensorType> weight_type_from_name(std::string_view name) {
   if (name == "int8" || name == "INT8") return TensorType::I8;
+  if (name == "int4" || name == "INT4") return TensorType::INT4;
+  if (name == "fp8" || name == "FP8") return TensorType::FP8_E4M3;
   const std::optional<TensorType> type = tensor_type_from_name(name);
   if (!type || *type == TensorType::I8 || !is_supported_weight_type(*type)) return std::nullopt;
   return type;
@@ -96,13 +99,17 @@ std::optional<TensorType> weight_type_from_name(std::string_view name) {
 uint64_t SyntheticPlan::n_bytes() const {
   uint64_t total = 0;
   for (const SyntheticTensor& t : tensors) {
-    total += t.n_bytes() + (t.has_row_scales() ? uint64_t(t.n_rows) * sizeof(float) : 0);
+    total += t.n_bytes() + t.side_bytes();
   }
   return total;
 }
 
-SyntheticPlan plan_synthetic_model(const ModelPreset& p, TensorType type, uint64_t seed) {
-  if (!is_supported_weight_type(type)) fail("weight type {} is not supported", tensor_type_name(type));
+SyntheticPlan plan_synthetic_model(const ModelPreset& p, TensorType type, uint64_t seed, int64_t int4_group) {
+  const bool lowbit = type == TensorType::INT4 || type == TensorType::FP8_E4M3;
+  if (!is_supported_weight_type(type) && !lowbit) fail("weight type {} is not supported", tensor_type_name(type));
+  if (type == TensorType::INT4 && !is_valid_int4_group(int4_group)) {
+    fail("invalid INT4 group size {}: use 32 or 128 (a positive multiple of 32)", int4_group);
+  }
   SyntheticPlan plan;
   const int64_t q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim;
   // GPT-2's initialisation: 0.02 everywhere, projections into the residual stream shrunk by 1/sqrt(2·layers)
@@ -112,7 +119,9 @@ SyntheticPlan plan_synthetic_model(const ModelPreset& p, TensorType type, uint64
   auto add = [&](std::string name, TensorType t, int64_t n_in, int64_t n_rows, bool is_matrix,
                  SyntheticTensor::Fill fill, float stddev) {
     SyntheticTensor s;
-    s.type = is_matrix ? fitting_weight_type(t, n_in) : t;
+    // Tessera's INT4 pads rows to whole chunks and FP8 has no blocks: both fit any row.
+    const bool any_row = t == TensorType::INT4 || t == TensorType::FP8_E4M3;
+    s.type = is_matrix && !any_row ? fitting_weight_type(t, n_in) : t;
     if (s.type != t) {
       plan.notes.push_back(fmt::format("{}: row length {} is not a multiple of the {} block size {}; stored as {}",
                                        name, n_in, tensor_type_name(t), traits(t).block_elements,
@@ -124,6 +133,7 @@ SyntheticPlan plan_synthetic_model(const ModelPreset& p, TensorType type, uint64
     s.fill = fill;
     s.stddev = stddev;
     s.seed = mix64(seed ^ hash_name(name));
+    s.group = s.type == TensorType::INT4 ? int4_group : 0;
     s.name = std::move(name);
     plan.tensors.push_back(std::move(s));
   };
@@ -164,18 +174,28 @@ SyntheticPlan plan_synthetic_model(const ModelPreset& p, TensorType type, uint64
 }
 
 void fill_synthetic_rows(const SyntheticTensor& t, int64_t row_begin, int64_t row_end, uint8_t* dst,
-                         float* row_scales) {
+                         const SyntheticRowParams& params) {
   thread_local std::vector<float> row;
   row.resize(size_t(t.n_in));
   const uint64_t row_bytes = t.row_bytes();
+  const int64_t ng = t.n_groups();
   for (int64_t r = row_begin; r < row_end; ++r) {
     if (t.fill == SyntheticTensor::Fill::Ones) {
       std::fill(row.begin(), row.end(), 1.0f);
     } else {
       normal_row(mix64(t.seed + uint64_t(r) * 0xd1b54a32d192ed03ULL), t.stddev, row.data(), t.n_in);
     }
-    float* scale = t.has_row_scales() ? &row_scales[r] : nullptr;
-    quantize_row(t.type, row.data(), dst + uint64_t(r) * row_bytes, t.n_in, scale);
+    uint8_t* out = dst + uint64_t(r) * row_bytes;
+    switch (t.type) {
+      case TensorType::INT4:
+        quantize_row_int4(row.data(), t.n_in, t.group, out, params.group_scales + r * ng, params.group_zeros + r * ng);
+        break;
+      case TensorType::FP8_E4M3:
+        params.row_scales[r] = quantize_row_fp8(row.data(), t.n_in, out);
+        break;
+      default:
+        quantize_row(t.type, row.data(), out, t.n_in, t.has_row_scales() ? &params.row_scales[r] : nullptr);
+    }
   }
 }
 
@@ -238,25 +258,45 @@ void write_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan,
     write_vocab(w, synthetic_vocab(preset.n_vocab));
   }
 
-  // Producers run one after another in file order; an I8 matrix's producer leaves its row scales here for the
-  // ".scale" tensor that follows it.
-  auto pending_scales = std::make_shared<std::vector<float>>();
+  // Producers run one after another in file order; a matrix's producer leaves its side data (I8/FP8 row
+  // scales, INT4 group scales and zero points) here for the companion tensors that follow it.
+  struct Side {
+    std::vector<float> row_scales;
+    std::vector<uint16_t> group_scales, group_zeros;
+  };
+  auto side = std::make_shared<Side>();
   std::vector<uint64_t> sizes;
+  auto companion = [&](const std::string& name, TensorType type, std::vector<uint64_t> dims, auto member) {
+    w.add_tensor(name, type, dims, [side, member, name](uint8_t* dst, uint64_t n_bytes) {
+      const auto& v = (*side).*member;
+      if (n_bytes != v.size() * sizeof(v[0])) fail("tensor '{}': no side data", name);
+      std::memcpy(dst, v.data(), n_bytes);
+    });
+    sizes.push_back(dims.size() == 1 ? dims[0] * 4 : dims[0] * dims[1] * 2);
+  };
   for (const SyntheticTensor& t : plan.tensors) {
-    w.add_tensor(t.name, t.type, {uint64_t(t.n_in), uint64_t(t.n_rows)},
-                 [&t, &pool, pending_scales](uint8_t* dst, uint64_t n_bytes) {
-                   if (n_bytes != t.n_bytes()) fail("tensor '{}': size mismatch", t.name);
-                   pending_scales->assign(t.has_row_scales() ? size_t(t.n_rows) : 0, 0.0f);
-                   fill_tensor(t, dst, pending_scales->data(), pool);
-                 });
+    // Tessera's FP8 and INT4 are stored as raw bytes in an I8 tensor plus a format key (kernels/lowbit.h).
+    const bool lowbit = t.type == TensorType::INT4 || t.type == TensorType::FP8_E4M3;
+    if (t.type == TensorType::INT4) {
+      w.set_string("tessera.quant." + t.name + ".format", "int4");
+      w.set_u32("tessera.quant." + t.name + ".group_size", uint32_t(t.group));
+    } else if (t.type == TensorType::FP8_E4M3) {
+      w.set_string("tessera.quant." + t.name + ".format", "fp8_e4m3");
+    }
+    const std::vector<uint64_t> dims = {lowbit ? t.row_bytes() : uint64_t(t.n_in), uint64_t(t.n_rows)};
+    w.add_tensor(t.name, lowbit ? TensorType::I8 : t.type, dims, [&t, &pool, side](uint8_t* dst, uint64_t n_bytes) {
+      if (n_bytes != t.n_bytes()) fail("tensor '{}': size mismatch", t.name);
+      side->row_scales.assign(t.has_row_scales() ? size_t(t.n_rows) : 0, 0.0f);
+      side->group_scales.assign(size_t(t.n_rows * t.n_groups()), 0);
+      side->group_zeros.assign(side->group_scales.size(), 0);
+      fill_tensor(t, dst, {side->row_scales.data(), side->group_scales.data(), side->group_zeros.data()}, pool);
+    });
     sizes.push_back(t.n_bytes());
-    if (t.has_row_scales()) {
-      w.add_tensor(t.name + ".scale", TensorType::F32, {uint64_t(t.n_rows)},
-                   [pending_scales, &t](uint8_t* dst, uint64_t n_bytes) {
-                     if (n_bytes != pending_scales->size() * sizeof(float)) fail("tensor '{}.scale': no scales", t.name);
-                     std::memcpy(dst, pending_scales->data(), n_bytes);
-                   });
-      sizes.push_back(uint64_t(t.n_rows) * sizeof(float));
+    if (t.has_row_scales()) companion(t.name + ".scale", TensorType::F32, {uint64_t(t.n_rows)}, &Side::row_scales);
+    if (t.has_group_params()) {
+      const std::vector<uint64_t> gd = {uint64_t(t.n_groups()), uint64_t(t.n_rows)};
+      companion(t.name + ".scale", TensorType::F16, gd, &Side::group_scales);
+      companion(t.name + ".zero", TensorType::F16, gd, &Side::group_zeros);
     }
   }
   WriteProgress progress;
@@ -278,12 +318,14 @@ struct FreeDeleter {
 // Owns every tensor of an in-memory model; the Model holds it through its type-erased storage pointer.
 struct DummyStorage {
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> tensors;
-  std::vector<std::vector<float>> row_scales;  // per tensor; empty unless I8
+  std::vector<std::vector<float>> row_scales;  // per tensor; empty unless I8 or FP8
+  std::vector<std::vector<uint16_t>> group_scales, group_zeros;  // per tensor; empty unless INT4
 };
 
 }  // namespace
 
-std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool) {
+std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool,
+                                        const LoadOptions& options) {
   const uint64_t available = available_memory_bytes();
   if (available > 0 && plan.n_bytes() > available / 10 * 9) {
     fail("{} needs {} of weights in memory but only {} is available", preset.name, gib(plan.n_bytes()),
@@ -297,7 +339,10 @@ std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const Synthet
     if (p == nullptr) throw std::bad_alloc();
     storage->tensors.emplace_back(p);
     storage->row_scales.emplace_back(t.has_row_scales() ? size_t(t.n_rows) : 0);
-    fill_tensor(t, p, storage->row_scales.back().data(), pool);
+    storage->group_scales.emplace_back(size_t(t.n_rows * t.n_groups()));
+    storage->group_zeros.emplace_back(size_t(t.n_rows * t.n_groups()));
+    fill_tensor(t, p, {storage->row_scales.back().data(), storage->group_scales.back().data(),
+                       storage->group_zeros.back().data()}, pool);
     index[t.name] = index.size();
   }
 
@@ -316,6 +361,11 @@ std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const Synthet
     m.data = storage->tensors[i].get();
     m.row_bytes = t.row_bytes();
     m.row_scales = t.has_row_scales() ? storage->row_scales[i].data() : nullptr;
+    if (t.has_group_params()) {
+      m.group_size = int32_t(t.group);
+      m.group_scales = storage->group_scales[i].data();
+      m.group_zeros = storage->group_zeros[i].data();
+    }
     return m;
   };
   auto vector = [&](const std::string& name) -> const float* {
@@ -346,7 +396,7 @@ std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const Synthet
     w.layers.push_back(L);
   }
   std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(synthetic_vocab(preset.n_vocab));
-  return Model::from_parts(preset_config(preset), std::move(w), std::move(tokenizer), std::move(storage));
+  return Model::from_parts(preset_config(preset), std::move(w), std::move(tokenizer), std::move(storage), options);
 }
 
 }  // namespace tessera

@@ -20,9 +20,19 @@
 
 namespace tessera {
 
-// A weight type by its command-line name: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" or "int8"
-// (Tessera's I8 with per-row scales); empty for anything else.
+// A weight type by its command-line name: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "int8"
+// (Tessera's I8 with per-row scales), "fp8" (E4M3 with per-row scales) or "int4" (group-wise, see
+// kernels/lowbit.h); empty for anything else.
 std::optional<TensorType> weight_type_from_name(std::string_view name);
+
+// Where fill_synthetic_rows leaves the side data of the types that carry it outside their rows (indexed by
+// row; null when the type has none): I8 and FP8 one F32 scale per row, INT4 an fp16 scale and zero point per
+// group ([n_rows, n_groups]).
+struct SyntheticRowParams {
+  float* row_scales = nullptr;
+  uint16_t* group_scales = nullptr;
+  uint16_t* group_zeros = nullptr;
+};
 
 // One tensor of a synthetic model, in file order.
 struct SyntheticTensor {
@@ -36,28 +46,38 @@ struct SyntheticTensor {
   Fill fill = Fill::Normal;
   float stddev = 0.0f;
   uint64_t seed = 0;   // per tensor, derived from the model seed and the name
+  int64_t group = 0;   // INT4: values per group
 
   uint64_t row_bytes() const { return tensor_row_bytes(type, uint64_t(n_in)); }
   uint64_t n_bytes() const { return row_bytes() * uint64_t(n_rows); }
-  // TensorType::I8 matrices carry a separate F32 tensor "<name>.scale" with one scale per row.
-  bool has_row_scales() const { return type == TensorType::I8; }
+  // TensorType::I8 and FP8_E4M3 matrices carry a separate F32 tensor "<name>.scale" with one scale per row.
+  bool has_row_scales() const { return type == TensorType::I8 || type == TensorType::FP8_E4M3; }
+  // TensorType::INT4 matrices carry F16 tensors "<name>.scale" and "<name>.zero", [n_groups] per row.
+  bool has_group_params() const { return type == TensorType::INT4; }
+  int64_t n_groups() const { return has_group_params() ? (n_in + group - 1) / group : 0; }
+  uint64_t side_bytes() const {  // the companion tensors' bytes
+    return has_row_scales() ? uint64_t(n_rows) * 4 : uint64_t(n_rows) * uint64_t(n_groups()) * 4;
+  }
 };
 
 struct SyntheticPlan {
   std::vector<SyntheticTensor> tensors;
   std::vector<std::string> notes;  // one line per matrix stored in another type than asked (block size)
-  uint64_t n_bytes() const;        // all tensor bytes, I8 scales included
+  uint64_t n_bytes() const;        // all tensor bytes, companion tensors (scales, zero points) included
 };
 
 // The tensors of `preset` with weight type `type` (norms and biases F32). A matrix whose row length is not a
 // multiple of the type's block size is stored in the nearest type that fits (Q4_K → Q4_0, Q6_K → Q8_0, then
-// F16) and noted. Throws tessera::Error for a type Tessera cannot compute with.
-SyntheticPlan plan_synthetic_model(const ModelPreset& preset, TensorType type, uint64_t seed);
+// F16) and noted; INT4 (groups of `int4_group`, a shorter last group allowed) and FP8 fit any row. Throws
+// tessera::Error for a type Tessera cannot compute with or an invalid INT4 group.
+SyntheticPlan plan_synthetic_model(const ModelPreset& preset, TensorType type, uint64_t seed,
+                                   int64_t int4_group = 32);
 
-// Encodes rows [row_begin, row_end) of `t` into dst (row r at dst + r * row_bytes); for I8 also their scales
-// into row_scales[r]. Matrices are normal(0, stddev) (an approximation from four uniforms), vectors ones.
+// Encodes rows [row_begin, row_end) of `t` into dst (row r at dst + r * row_bytes) and their side data into
+// `params`. Matrices are normal(0, stddev) (an approximation from four uniforms) quantized round-to-nearest,
+// vectors ones.
 void fill_synthetic_rows(const SyntheticTensor& t, int64_t row_begin, int64_t row_end, uint8_t* dst,
-                         float* row_scales);
+                         const SyntheticRowParams& params);
 
 // A SentencePiece ("llama") vocabulary of n_tokens: <unk>, <s>, </s>, the 256 byte tokens, then every string
 // of one, two, three... characters over a small alphabet, so that any merge chain the BPE needs exists.
@@ -78,6 +98,7 @@ void write_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan,
 
 // The same model built in memory (Model::from_parts), weights in anonymous memory, with a synthetic
 // vocabulary. Throws tessera::Error when the weights would not fit the available memory.
-std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool);
+std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool,
+                                        const LoadOptions& options = {});
 
 }  // namespace tessera

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "bench/model_bench.h"
@@ -37,6 +39,11 @@ struct TempFile {
       : path("/tmp/tessera_synthetic_" + std::to_string(::getpid()) + "_" + stem + ".gguf") {}
   ~TempFile() { std::remove(path.c_str()); }
 };
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
 
 const ModelPreset& preset(std::string_view name) {
   const ModelPreset* p = find_model_preset(name);
@@ -163,7 +170,7 @@ std::vector<float> logits_of(std::shared_ptr<const Model> model, const std::vect
 // Every weight type on every tiny architecture: written, loaded, generating, and equal to the dummy model.
 TEST(SyntheticModel, WritesLoadsAndRunsEveryType) {
   for (std::string_view name : {"test-tiny", "test-tiny-qwen2", "test-tiny-qwen3"}) {
-    for (std::string_view type_name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "int8"}) {
+    for (std::string_view type_name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "int8", "fp8", "int4"}) {
       SCOPED_TRACE(std::string(name) + " " + std::string(type_name));
       const ModelPreset& p = preset(name);
       const TensorType type = *weight_type_from_name(type_name);
@@ -292,6 +299,17 @@ TEST(SyntheticModel, CommandLine) {
   EXPECT_EQ(run_tessera("make-model --preset no-such-model --type q4_0 -o " + file.path + "x").first, 1);
   EXPECT_EQ(run_tessera("make-model --preset test-tiny --type q5_1 -o " + file.path + "x").first, 1);
   EXPECT_EQ(run_tessera("bench --preset test-tiny").first, 1);  // --type missing
+  // INT4 (round-to-nearest on the random weights): the same bytes whatever the thread count; bad groups refused.
+  TempFile int4_one("cli_int4_1"), int4_two("cli_int4_2");
+  EXPECT_EQ(run_tessera("make-model --preset test-tiny --type int4 --group 128 -t 1 -o " + int4_one.path).first, 0);
+  EXPECT_EQ(run_tessera("make-model --preset test-tiny --type int4 --group 128 -t 2 -o " + int4_two.path).first, 0);
+  EXPECT_EQ(read_file(int4_one.path), read_file(int4_two.path));
+  const auto int4_model = Model::load(int4_one.path);
+  EXPECT_EQ(int4_model->weights().layers[0].wq.type, TensorType::INT4);
+  EXPECT_EQ(int4_model->weights().layers[0].wq.group_size, 128);
+  EXPECT_EQ(run_tessera("make-model --preset test-tiny --type int4 --group 48 -o " + file.path + "x").first, 1);
+  EXPECT_EQ(run_tessera("make-model --preset test-tiny --type fp8 -o " + int4_two.path).first, 0);
+  EXPECT_EQ(Model::load(int4_two.path)->weights().layers[0].w_down.type, TensorType::FP8_E4M3);
 
   const auto [status, out] = run_tessera("bench -m " + file.path + " -t 2 --quick --json");
   ASSERT_EQ(status, 0);
