@@ -29,7 +29,9 @@ struct BenchOptions {
   std::string preset;
   std::string type;
   uint64_t seed = 1;
+  int64_t group = 32;  // INT4 with --preset
   int threads = 0;
+  LoadOptions load;
   std::string kv_type = "f16";
   bool json = false;
   bool quick = false;
@@ -55,7 +57,8 @@ std::string cpu_model_name() {
 
 // Types whose matmuls run as int8 dot products (activations quantized on the fly); the rest use fp32 FMA.
 bool computes_in_int8(TensorType type) {
-  return type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16;
+  return type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16 &&
+         type != TensorType::FP8_E4M3;  // weight-only: widened to fp32
 }
 
 void progress(const std::string& what) { std::fprintf(stderr, "bench: %s\n", what.c_str()); }
@@ -72,7 +75,7 @@ LoadedModel load_bench_model(const BenchOptions& o, ThreadPool& pool) {
   LoadedModel m;
   if (!o.model_path.empty()) {
     progress("loading " + o.model_path);
-    m.model = load_model_or_embedded(o.model_path, o.ignore_memory_check);
+    m.model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
     m.name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
     for (const auto& t : m.model->file()->tensors()) m.tensor_bytes += t.n_bytes;
     m.file_bytes = m.model->file()->file_size();
@@ -82,11 +85,12 @@ LoadedModel load_bench_model(const BenchOptions& o, ThreadPool& pool) {
   const ModelPreset* preset = find_model_preset(o.preset);
   if (preset == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
   const std::optional<TensorType> t = weight_type_from_name(o.type);
-  if (!t) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8)", o.type);
-  const SyntheticPlan plan = plan_synthetic_model(*preset, *t, o.seed);
+  if (!t) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4)", o.type);
+  const SyntheticPlan plan = plan_synthetic_model(*preset, *t, o.seed, o.group);
   for (const std::string& note : plan.notes) std::fprintf(stderr, "bench: %s\n", note.c_str());
   progress(fmt::format("building {} {} with random weights in memory", preset->name, tensor_type_name(*t)));
-  m.model = make_dummy_model(*preset, plan, pool);
+  m.model = make_dummy_model(*preset, plan, pool, o.load);
+  note_unused_load_options(*m.model, o.load);
   m.name = std::string(preset->name) + " (dummy weights)";
   m.tensor_bytes = plan.n_bytes();
   m.type = *t;
@@ -173,6 +177,7 @@ int bench(const BenchOptions& o) {
   r["type"] = std::string(tensor_type_name(type));
   r["threads"] = pool.size();
   r["kv_type"] = kv_type_name(*kv_type);
+  if (o.load.int8_threshold > 0.0f) r["int8_threshold"] = o.load.int8_threshold;
   r["isa"] = std::string(isa_name(kernel_isa(active_isa())));
   r["cpu"] = cpu_model_name();
   r["bandwidth_gbs"] = bandwidth;
@@ -255,8 +260,10 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   add_memory_check_flag(cmd, o->ignore_memory_check);
   auto* preset = cmd->add_option("--preset", o->preset, "random in-memory weights at this shape (--dummy-weights): " +
                                                             model_preset_names());
-  cmd->add_option("--type", o->type, "weight type with --preset: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8")
+  cmd->add_option("--type", o->type, "weight type with --preset: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4")
       ->needs(preset);
+  cmd->add_option("--group", o->group, "INT4 group size with --preset --type int4: 32 or 128")->capture_default_str();
+  add_int8_threshold_option(cmd, o->load.int8_threshold);
   model->excludes(preset);
   cmd->add_option("--seed", o->seed, "random seed of the dummy weights")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));

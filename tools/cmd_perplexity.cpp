@@ -20,6 +20,7 @@ struct PerplexityCliOptions {
   bool json = false;
   bool ignore_memory_check = false;
   KvType kv_type = KvType::F32, ref_kv_type = KvType::F32;
+  LoadOptions load;  // the model under test only
 };
 
 int run_perplexity(const PerplexityCliOptions& c) {
@@ -27,8 +28,10 @@ int run_perplexity(const PerplexityCliOptions& c) {
   if (!f) fail("cannot read text '{}'", c.text_path);
   std::ostringstream s;
   s << f.rdbuf();
-  auto model = load_model_or_embedded(c.model, c.ignore_memory_check);
-  std::shared_ptr<Model> ref = c.reference.empty() ? nullptr : load_model_or_embedded(c.reference == "embedded" ? "" : c.reference, c.ignore_memory_check);
+  auto model = load_model_or_embedded(c.model, c.load, c.ignore_memory_check);
+  std::shared_ptr<Model> ref = c.reference.empty() ? nullptr
+                               : load_model_or_embedded(c.reference == "embedded" ? "" : c.reference, {},
+                                                        c.ignore_memory_check);
   ThreadPool pool(c.threads);
   PerplexityOptions o;
   o.ctx = c.ctx;
@@ -39,7 +42,7 @@ int run_perplexity(const PerplexityCliOptions& c) {
   if (c.json) {
     nlohmann::json j = {{"model", model->name()},       {"ctx", c.ctx},           {"windows", r.n_windows},
                         {"tokens_scored", r.n_scored},  {"nll", r.nll},           {"perplexity", r.perplexity},
-                        {"weight_bytes", model->weight_bytes()}};
+                        {"weight_bytes", model->weight_bytes()}, {"int8_threshold", c.load.int8_threshold}};
     if (r.has_reference) {
       j["reference"] = ref->name();
       j["ref_perplexity"] = r.ref_perplexity;
@@ -76,6 +79,9 @@ void add_perplexity_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--chunks", o->chunks, "at most this many windows (0: all)")->default_val(0);
   cmd->add_option("-t,--threads", o->threads, "threads (0: all cores)")->default_val(0);
   cmd->add_flag("--json", o->json, "print JSON");
+  add_int8_threshold_option(cmd, o->load.int8_threshold)->description(
+      "INT8 weights of the model under test (not the reference): per token, activations with |x| above this are "
+      "multiplied in fp32, the rest in int8 (LLM.int8(); 0: off)");
   add_kv_type_option(cmd, "--kv-type", o->kv_type, "KV cache storage of the model: f32 (default), f16, bf16, int8, fp8");
   add_kv_type_option(cmd, "--ref-kv-type", o->ref_kv_type, "KV cache storage of the reference (default f32)");
   cmd->callback([&action, o] {

@@ -23,11 +23,12 @@ struct RunOptions {
   bool ignore_memory_check = false;
   int64_t seed = -1;
   std::string kv_type = "f16";
+  LoadOptions load;
   SamplingParams sampling;
 };
 
 int run(const RunOptions& o) {
-  auto model = load_model_or_embedded(o.model_path, o.ignore_memory_check);
+  auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
   ThreadPool pool(o.threads);
   const auto kv_type = kv_type_from_name(o.kv_type);
   if (!kv_type) fail("unknown --kv-type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
@@ -71,6 +72,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("-m,--model", o->model_path, "GGUF model or Hugging Face folder (default: the embedded stories260K)");
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text")->capture_default_str();
+  add_int8_threshold_option(cmd, o->load.int8_threshold);
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("-c,--ctx-size", o->ctx_size, "context length (default: the model's)")->check(CLI::Range(0, 1 << 24));

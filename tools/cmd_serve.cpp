@@ -29,6 +29,7 @@ struct ServeOptions {
   server::HttpOptions http;
   server::ServiceOptions service;
   EngineOptions engine;
+  LoadOptions load;  // primary and fallback model
   std::vector<std::string> api_keys;
   std::string api_keys_file;
   bool no_result_cache = false;
@@ -59,11 +60,12 @@ int serve(ServeOptions& o) {
   raise_fd_limit();
   // Declared first so that it is destroyed last: engine threads may post to it until the engines are gone.
   boost::asio::io_context ioc(1);
-  auto model = load_model_or_embedded(o.model_path, o.ignore_memory_check);
+  auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
   auto primary = std::make_shared<Engine>(model, o.engine);
   std::shared_ptr<Engine> fallback;
   if (!o.fallback_path.empty()) {
-    fallback = std::make_shared<Engine>(load_model_or_embedded(o.fallback_path, o.ignore_memory_check), o.engine);
+    fallback = std::make_shared<Engine>(load_model_or_embedded(o.fallback_path, o.load, o.ignore_memory_check),
+                                        o.engine);
   }
 
   o.service.model_name = o.served_name.empty() ? default_model_name(o.model_path) : o.served_name;
@@ -158,6 +160,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("--fallback-model", o->fallback_path,
                   "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy)");
+  add_int8_threshold_option(cmd, o->load.int8_threshold);
   cmd->add_option("--served-model-name", o->served_name, "model id for the API (default: the file name)");
   cmd->add_option("--host", o->http.host, "address to bind")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port)")->capture_default_str();

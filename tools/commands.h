@@ -8,10 +8,10 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "model/model.h"
 
 namespace tessera {
 
-class Model;
 
 // Each registers its options on `app` and returns the action to run when the subcommand is chosen; the action
 // returns the process exit code.
@@ -30,9 +30,17 @@ void add_perplexity_command(CLI::App& app, CommandAction& action);
 // A KV-cache storage option ("f32", "f16", "bf16", "int8", "fp8", case-insensitive) stored into `target`.
 CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& target, const std::string& help);
 
-// Loads `path`, or the embedded default model when empty. Unless `ignore_memory_check`, fails when the weights
-// do not fit in the memory available (model/memory_fit.h).
-std::shared_ptr<Model> load_model_or_embedded(const std::string& path, bool ignore_memory_check = false);
+// --int8-threshold: LLM.int8()-style outliers for INT8 (I8) weights (model/model.h LoadOptions); run, serve,
+// bench and perplexity share it. Invalid values fail when the model is loaded.
+CLI::Option* add_int8_threshold_option(CLI::App* cmd, float& target);
+
+// Loads `path`, or the embedded default model when empty, with `options`; notes on stderr when an option has
+// nothing to act on. Unless `ignore_memory_check`, fails when the weights do not fit in the memory available
+// (model/memory_fit.h).
+std::shared_ptr<Model> load_model_or_embedded(const std::string& path, const LoadOptions& options = {},
+                                              bool ignore_memory_check = false);
+// The note for a model loaded another way.
+void note_unused_load_options(const Model& model, const LoadOptions& options);
 
 // --ignore-memory-check, for the commands that run a model.
 CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check);

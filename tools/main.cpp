@@ -18,9 +18,24 @@ CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& 
   return cmd->add_option(name, target, help)->transform(CLI::CheckedTransformer(kKvTypes, CLI::ignore_case));
 }
 
-std::shared_ptr<Model> load_model_or_embedded(const std::string& path, bool ignore_memory_check) {
-  std::shared_ptr<Model> model = path.empty() ? Model::load_embedded() : Model::load(path);
+CLI::Option* add_int8_threshold_option(CLI::App* cmd, float& target) {
+  return cmd->add_option("--int8-threshold", target,
+                         "INT8 weights: per token, activations with |x| above this are multiplied in fp32, the "
+                         "rest in int8 (LLM.int8(); 6.0 is its usual value; 0: off)")
+      ->capture_default_str();
+}
+
+void note_unused_load_options(const Model& model, const LoadOptions& options) {
+  if (options.int8_threshold > 0.0f && model.n_int8_matrices() == 0) {
+    std::fprintf(stderr, "note: --int8-threshold has no effect: %s has no INT8 (I8) weights\n", model.name().c_str());
+  }
+}
+
+std::shared_ptr<Model> load_model_or_embedded(const std::string& path, const LoadOptions& options,
+                                              bool ignore_memory_check) {
+  std::shared_ptr<Model> model = path.empty() ? Model::load_embedded(options) : Model::load(path, options);
   if (!ignore_memory_check) require_weights_fit_in_memory(*model, available_memory_bytes());
+  note_unused_load_options(*model, options);
   return model;
 }
 

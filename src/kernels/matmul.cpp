@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/int8_outliers.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_lowbit.h"
 #include "kernels/quant.h"
@@ -23,6 +24,8 @@ struct ActScratch {
   std::vector<float> scale;
   std::vector<float> block_sum;
   std::vector<int16_t> sum16;
+  std::vector<float> masked, outlier_val;  // I8 with an outlier threshold
+  std::vector<int32_t> outlier_count, outlier_col;
 };
 
 template <typename T>
@@ -85,9 +88,11 @@ bool has_fast_kernel(const WeightMatrix& w, Isa level, KernelType* type) {
   return !is_lowbit_type(w.type) && level != Isa::Scalar && kernel_type(w.type, type);
 }
 
-// Quantizes x once into this thread's scratch for weights of `kind` (no-op for Float).
+// Quantizes x once into this thread's scratch for weights of `kind` (no-op for Float). I8 with an outlier
+// threshold: the int8 part quantizes a copy of x without the outliers, which are listed per token
+// (int8_outliers.h).
 kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_in, int64_t n_tokens,
-                                       kernels::QuantizeActsFn quant_fn, ThreadPool& pool) {
+                                       float outlier_threshold, kernels::QuantizeActsFn quant_fn, ThreadPool& pool) {
   if (kind == ActKind::Float) return {};
   thread_local ActScratch scratch;
   const bool per_row = kind == ActKind::PerRow;
@@ -98,15 +103,23 @@ kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_i
   float* scale = grow(scratch.scale, nt * (per_row ? 1 : nb));
   float* block_sum = grow(scratch.block_sum, nt * nb);
   int16_t* sum16 = grow(scratch.sum16, nt * nb * 2);
+  const bool outliers = per_row && outlier_threshold > 0.0f;
+  const size_t n_x = outliers ? nt * static_cast<size_t>(n_in) : 0;
+  float* masked = outliers ? grow(scratch.masked, n_x) : nullptr;
+  float* o_val = outliers ? grow(scratch.outlier_val, n_x) : nullptr;
+  int32_t* o_col = outliers ? grow(scratch.outlier_col, n_x) : nullptr;
+  int32_t* o_count = outliers ? grow(scratch.outlier_count, nt) : nullptr;
+  auto prepare = [&](int64_t begin, int64_t end) {
+    if (outliers) split_int8_outliers(x, n_in, begin, end, outlier_threshold, masked, o_count, o_col, o_val);
+    quant_fn(outliers ? masked : x, n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16);
+  };
   // Quantizing is ~1% of the matmul's work; only large batches are worth a parallel region of their own.
   if (n_tokens * n_in >= (int64_t{1} << 16) && pool.size() > 1) {
-    pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-      quant_fn(x, n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16);
-    });
+    pool.parallel_for(n_tokens, prepare);
   } else {
-    quant_fn(x, n_in, 0, n_tokens, per_row, q, q_abs, scale, block_sum, sum16);
+    prepare(0, n_tokens);
   }
-  return kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16};
+  return kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16, o_count, o_col, o_val};
 }
 
 }  // namespace
@@ -133,7 +146,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   for (const MatmulTarget& t : targets) {
     KernelType type;
     shared = shared && has_fast_kernel(*t.w, level, &type) && act_kind(type) == act_kind(first_type) &&
-             t.w->n_in == targets[0].w->n_in;
+             t.w->n_in == targets[0].w->n_in && t.w->outlier_threshold == targets[0].w->outlier_threshold;
   }
   if (!shared) {
     if (targets.size() > 1) {
@@ -150,7 +163,8 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   const kernels::MatmulRowsFn rows_fn = avx512 ? kernels::avx512::matmul_rows : kernels::avx2::matmul_rows;
   const kernels::QuantizeActsFn quant_fn = avx512 ? kernels::avx512::quantize_acts : kernels::avx2::quantize_acts;
   const int64_t n_in = targets[0].w->n_in;
-  const kernels::QuantizedActs xq = quantize_shared(act_kind(first_type), x, n_in, n_tokens, quant_fn, pool);
+  const kernels::QuantizedActs xq = quantize_shared(act_kind(first_type), x, n_in, n_tokens,
+                                                    targets[0].w->outlier_threshold, quant_fn, pool);
 
   // At most three targets in practice (q, k, v); a small fixed array keeps the call free of heap allocation.
   constexpr size_t kMaxTargets = 8;

@@ -16,6 +16,11 @@ struct QuantizedActs {
   const float* scale = nullptr;      // [n_tokens, n_in / 32]
   const float* block_sum = nullptr;  // [n_tokens, n_in / 32] scale * Σq over the block (Q4_K mins)
   const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Q6_K's -32 offset)
+  // I8 with an outlier threshold (else null): per token, the columns left out of q (stored as 0 there) and
+  // their fp32 values, in increasing column order; token t's list starts at t * n_in.
+  const int32_t* outlier_count = nullptr;  // [n_tokens]
+  const int32_t* outlier_col = nullptr;    // [n_tokens, n_in], the first outlier_count[t] used
+  const float* outlier_val = nullptr;      // [n_tokens, n_in]
 };
 
 // Weight type codes the kernels know (a subset of TensorType, kept numeric so ISA files need no other header).

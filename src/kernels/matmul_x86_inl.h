@@ -463,8 +463,17 @@ void tile_i8(const TileCtx& c) {
     for (int r = 0; r < NR; ++r) {
       int64_t sum = hsum_epi32(acc[t][r]);
       for (int64_t i = nc * 32; i < n; ++i) sum += static_cast<int32_t>(wr[r][i]) * xq[t][i];
-      const float s = c.a.row_scales[c.r0 + r] * c.a.xq.scale[c.t0 + t];
-      c.out(t, r) = static_cast<float>(sum) * s;
+      const float rs = c.a.row_scales[c.r0 + r];
+      float y = static_cast<float>(sum) * (rs * c.a.xq.scale[c.t0 + t]);
+      // Outlier columns (int8_outliers.h): fp32 products with the weight row, which is still in L1.
+      if (c.a.xq.outlier_count != nullptr && c.a.xq.outlier_count[c.t0 + t] > 0) {
+        const int64_t base = (c.t0 + t) * n;
+        float f = 0.0f;
+        for (int32_t k = 0; k < c.a.xq.outlier_count[c.t0 + t]; ++k)
+          f += c.a.xq.outlier_val[base + k] * static_cast<float>(wr[r][c.a.xq.outlier_col[base + k]]);
+        y += rs * f;
+      }
+      c.out(t, r) = y;
     }
   }
 }

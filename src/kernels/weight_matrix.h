@@ -18,6 +18,10 @@ struct WeightMatrix {
   // Per-output-channel scales for TensorType::I8 (Tessera's INT8 format: q * scale[row]) and
   // TensorType::FP8_E4M3 (fp8 value * scale[row]); null otherwise.
   const float* row_scales = nullptr;
+  // TensorType::I8 only, 0 = off: LLM.int8()-style outliers. Activations whose magnitude exceeds this are
+  // multiplied in fp32 with the dequantized weights instead of being quantized to int8 (kernels/int8_outliers.h).
+  // A load option (Model::load), not part of the file.
+  float outlier_threshold = 0.0f;
   // TensorType::INT4 only: value = scale · (q − zero) per group of group_size values along the row (the last
   // group of a row may be shorter). fp16, [n_out, n_groups] with n_groups = ceil(n_in / group_size).
   int32_t group_size = 0;

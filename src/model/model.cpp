@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/int8_outliers.h"
 #include "kernels/lowbit.h"
 #include "kernels/quant.h"
 #include "model/embedded_model.h"
@@ -195,13 +196,16 @@ class Binder {
 
 }  // namespace
 
-std::shared_ptr<Model> Model::load(const std::string& path) { return from_gguf(open_model_file(path)); }
-
-std::shared_ptr<Model> Model::load_embedded() {
-  return from_gguf(gguf::File::from_memory(embedded_model_bytes(), kEmbeddedModelName));
+std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
+  check_int8_threshold(options.int8_threshold);  // before mapping a large file
+  return from_gguf(open_model_file(path), options);
 }
 
-std::shared_ptr<Model> Model::from_gguf(std::shared_ptr<gguf::File> file) {
+std::shared_ptr<Model> Model::load_embedded(const LoadOptions& options) {
+  return from_gguf(gguf::File::from_memory(embedded_model_bytes(), kEmbeddedModelName), options);
+}
+
+std::shared_ptr<Model> Model::from_gguf(std::shared_ptr<gguf::File> file, const LoadOptions& options) {
   std::shared_ptr<Model> model(new Model());
   model->name_ = file->name();
   model->file_ = file;
@@ -210,14 +214,16 @@ std::shared_ptr<Model> Model::from_gguf(std::shared_ptr<gguf::File> file) {
 
   Binder bind(*file, model->owned_floats_);
   const gguf::TensorInfo& embd = bind.tensor("token_embd.weight");
-  if (embd.dims.size() != 2 || embd.dims[0] != uint64_t(c.n_embd)) {
-    fail("{}: tensor 'token_embd.weight' must be [{}, n_vocab]", file->name(), c.n_embd);
+  // Tessera's INT4 stores rows as packed bytes (kernels/lowbit.h): dims[0] is the row's byte count.
+  const bool int4_embd = file->find_string("tessera.quant.token_embd.weight.format").value_or("") == "int4";
+  const uint64_t embd_row = int4_embd ? int4_row_bytes(c.n_embd) : uint64_t(c.n_embd);
+  if (embd.dims.size() != 2 || embd.dims[0] != embd_row) {
+    fail("{}: tensor 'token_embd.weight' must be [{}, n_vocab]", file->name(), embd_row);
   }
   c.n_vocab = static_cast<int64_t>(embd.dims[1]);
 
   ModelWeights& w = model->weights_;
   w.token_embd = bind.matrix("token_embd.weight", c.n_vocab, c.n_embd);
-  if (w.token_embd.type == TensorType::INT4) fail("{}: an INT4 'token_embd.weight' is not supported", file->name());
   w.output_norm = bind.vector("output_norm.weight", c.n_embd);
   c.tied_output = file->find_tensor("output.weight") == nullptr;
   w.output = c.tied_output ? w.token_embd : bind.matrix("output.weight", c.n_vocab, c.n_embd);
@@ -252,19 +258,46 @@ std::shared_ptr<Model> Model::from_gguf(std::shared_ptr<gguf::File> file) {
     fail("{}: tokenizer has {} tokens but the embedding only {} rows", file->name(), model->tokenizer_->n_vocab(),
          c.n_vocab);
   }
+  model->apply(options);
   return model;
 }
 
 std::shared_ptr<Model> Model::from_parts(ModelConfig config, ModelWeights weights,
                                          std::shared_ptr<const Tokenizer> tokenizer,
-                                         std::shared_ptr<const void> storage) {
+                                         std::shared_ptr<const void> storage, const LoadOptions& options) {
   std::shared_ptr<Model> model(new Model());
   model->name_ = "in-memory model";
   model->config_ = std::move(config);
   model->weights_ = std::move(weights);
   model->tokenizer_ = std::move(tokenizer);
   model->storage_ = std::move(storage);
+  model->apply(options);
   return model;
+}
+
+namespace {
+
+// Every matrix the forward pass multiplies with (the embedding is only looked up, unless tied to the output).
+template <typename Weights, typename F>
+void for_each_linear(Weights& w, F&& f) {
+  f(w.output);
+  for (auto& l : w.layers)
+    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) f(*m);
+}
+
+}  // namespace
+
+void Model::apply(const LoadOptions& options) {
+  check_int8_threshold(options.int8_threshold);
+  for_each_linear(weights_, [&](WeightMatrix& m) {
+    if (m.type == TensorType::I8) m.outlier_threshold = options.int8_threshold;
+  });
+}
+
+int64_t Model::n_int8_matrices() const {
+  int64_t n = 0;
+  for_each_linear(weights_, [&](const WeightMatrix& m) { n += m.type == TensorType::I8; });
+  return n;
 }
 
 uint64_t Model::weight_bytes() const {

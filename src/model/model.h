@@ -32,19 +32,26 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
+// How to compute with the weights, chosen when loading (not stored in the file).
+struct LoadOptions {
+  // LLM.int8()-style outliers for INT8 (I8) weights: per token, activations with |x| above this are multiplied
+  // in fp32 (kernels/int8_outliers.h); 0 = off. No effect on other weight types.
+  float int8_threshold = 0.0f;
+};
+
 class Model {
  public:
   // Loads a GGUF file or a Hugging Face model folder (a directory; see hf_model.h), memory-mapped. Throws
-  // tessera::Error naming the file and the problem.
-  static std::shared_ptr<Model> load(const std::string& path);
+  // tessera::Error naming the file and the problem, or for invalid options.
+  static std::shared_ptr<Model> load(const std::string& path, const LoadOptions& options = {});
   // The default model linked into the binary.
-  static std::shared_ptr<Model> load_embedded();
+  static std::shared_ptr<Model> load_embedded(const LoadOptions& options = {});
   // Binds an already parsed GGUF file.
-  static std::shared_ptr<Model> from_gguf(std::shared_ptr<gguf::File> file);
+  static std::shared_ptr<Model> from_gguf(std::shared_ptr<gguf::File> file, const LoadOptions& options = {});
   // A model built in memory (tests, synthetic models): weights point into storage the caller keeps alive.
   static std::shared_ptr<Model> from_parts(ModelConfig config, ModelWeights weights,
                                            std::shared_ptr<const Tokenizer> tokenizer,
-                                           std::shared_ptr<const void> storage);
+                                           std::shared_ptr<const void> storage, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -53,9 +60,11 @@ class Model {
   const gguf::File* file() const { return file_.get(); }  // null for from_parts
   const std::string& name() const { return name_; }
   uint64_t weight_bytes() const;  // bytes of all tensors the forward pass reads
+  int64_t n_int8_matrices() const;  // I8 matrices the forward pass multiplies with (what int8_threshold affects)
 
  private:
   Model() = default;
+  void apply(const LoadOptions& options);
 
   std::string name_;
   ModelConfig config_;
