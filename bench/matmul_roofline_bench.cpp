@@ -1,5 +1,5 @@
 // Batched matmul against this machine's limits, measured in the same run: for each weight type and token
-// count, best-of-N time of one 2048×5632 matmul (TinyLlama FFN shape), as GB/s of weights (decode) and GOP/s
+// count, best-of-N time of one 2048×5632 matmul (TinyLlama FFN shape, or TESSERA_BENCH_SHAPE), as GB/s of weights (decode) and GOP/s
 // (2 ops per multiply-add), next to read bandwidth and the int8 peak (vpmaddubsw + vpmaddwd + vpaddd chains,
 // the kernels' byte dot product). Best-of-N rather than means: the machine is shared and noise only slows.
 // Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 I8 INT4 INT4_G128
@@ -27,7 +27,9 @@
 namespace tessera {
 namespace {
 
-constexpr int64_t kNIn = 2048, kNOut = 5632;
+// The shape: TinyLlama's FFN up/gate by default; TESSERA_BENCH_SHAPE=N_OUTxN_IN picks another (e.g. 2048x5632,
+// the down projection).
+int64_t kNIn = 2048, kNOut = 5632;
 
 // With one thread everything runs on the calling thread, so its CPU time can stand in for wall time: it leaves
 // out the slices other processes take on a loaded machine (cache pollution by them still counts).
@@ -120,7 +122,9 @@ Weights make_weights(TensorType type, int64_t group = 0) {
   const size_t data_bytes = row_bytes * kNOut, param_count = 2 * ng * kNOut;
   w.bytes = data_bytes + param_count * 2;
   w.scales.resize(kNOut);
-  const size_t copies = std::max<size_t>(2, (size_t{96} << 20) / w.bytes + 1);
+  // TESSERA_BENCH_HOT=1: one copy, so a matrix that fits the caches is timed without memory traffic.
+  const bool hot = std::getenv("TESSERA_BENCH_HOT") != nullptr;
+  const size_t copies = hot ? 1 : std::max<size_t>(2, (size_t{96} << 20) / w.bytes + 1);
   w.data.resize(data_bytes * copies);
   w.group_params.resize(param_count * copies);
   for (int64_t r = 0; r < kNOut; ++r) {
@@ -172,6 +176,15 @@ int main(int argc, char** argv) {
       if (a == tensor_type_name(t)) types.push_back({t, 0});
   }
   if (types.empty()) types = {{TensorType::Q8_0, 0}, {TensorType::I8, 0}};
+  if (const char* shape = std::getenv("TESSERA_BENCH_SHAPE")) {
+    long long n_out = 0, n_in = 0;
+    if (std::sscanf(shape, "%lldx%lld", &n_out, &n_in) != 2 || n_out < 1 || n_in < 32) {
+      std::fprintf(stderr, "TESSERA_BENCH_SHAPE must be N_OUTxN_IN, e.g. 2048x5632\n");
+      return 1;
+    }
+    kNOut = n_out;
+    kNIn = n_in;
+  }
   const int n_threads = std::getenv("TESSERA_BENCH_THREADS") ? std::atoi(std::getenv("TESSERA_BENCH_THREADS")) : 2;
   ThreadPool pool(n_threads);
   g_cpu_clock = pool.size() == 1;
