@@ -47,6 +47,16 @@ TEST(Cli, EveryKvTypeGenerates) {
   expect_clean_error(run_tessera("run --kv-type int3"), "unknown --kv-type");
 }
 
+TEST(Cli, Int8ThresholdIsCheckedAndNotedWhereItDoesNothing) {
+  expect_clean_error(run_tessera("run -n 1 --int8-threshold -1"), "invalid INT8 outlier threshold");
+  expect_clean_error(run_tessera("perplexity -f " + shared_path("corpus/stories260K-samples.txt") +
+                                 " --int8-threshold inf"),
+                     "invalid INT8 outlier threshold");
+  const CommandResult r = run_tessera("run -p \"Once upon a time\" -n 4 --temp 0 --int8-threshold 6");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--int8-threshold has no effect"), std::string::npos) << r.err;  // the F32 embedded model
+}
+
 TEST(Cli, SameSeedSameText) {
   const CommandResult a = run_tessera("run -n 24 --temp 1.0 --seed 42");
   const CommandResult b = run_tessera("run -n 24 --temp 1.0 --seed 42");

@@ -3,6 +3,7 @@
 // the static and window policies; and no leaked blocks after any test.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "quant/quantizer.h"
 
 namespace tessera {
 namespace {
@@ -153,6 +155,48 @@ TEST(Engine, BatchInvarianceUnderRandomMixturesChunksAndPreemption) {
     if (trial % 3 == 0) EXPECT_GT(engine.stats().n_preemptions, 0u) << "trial " << trial;
     expect_no_leaks(engine);
   }
+}
+
+// INT8 weights with LLM.int8()-style outliers: each token picks its own outlier columns, so a sequence's logits
+// stay bit-identical alone or batched with others (a threshold of 1 makes most tokens have some).
+TEST(Engine, Int8OutliersKeepBatchInvariance) {
+  const auto path = std::filesystem::temp_directory_path() / ("tessera_engine_i8_" + std::to_string(::getpid()) + ".gguf");
+  quant::QuantizeOptions q;
+  q.format = quant::WeightFormat::Int8;
+  quant::quantize_model(*model(), path.string(), q);
+  LoadOptions load;
+  load.int8_threshold = 1.0f;
+  const std::shared_ptr<const Model> i8 = Model::load(path.string(), load);
+  std::filesystem::remove(path);
+  auto request = [&](const std::string& prompt) {
+    Request r = greedy_request(prompt, 24);
+    r.prompt = i8->tokenizer().encode(prompt, true);
+    return r;
+  };
+  std::vector<Outcome> solo;
+  for (const auto& p : kPrompts) {
+    Engine engine(i8, small_options());
+    Collector c;
+    engine.submit(request(p), c.callback());
+    solo.push_back(c.wait());
+    expect_no_leaks(engine);
+  }
+  EngineOptions o = small_options();
+  o.max_batched_tokens = 37;  // chunked prefill mixed with decode steps
+  Engine engine(i8, o);
+  std::vector<std::unique_ptr<Collector>> collectors;
+  for (const auto& p : kPrompts) {
+    collectors.push_back(std::make_unique<Collector>());
+    engine.submit(request(p), collectors.back()->callback());
+  }
+  for (size_t k = 0; k < kPrompts.size(); ++k) {
+    const Outcome got = collectors[k]->wait();
+    ASSERT_EQ(got.tokens, solo[k].tokens) << "prompt " << k;
+    for (size_t t = 0; t < got.logits.size(); ++t)
+      ASSERT_EQ(0, std::memcmp(got.logits[t].data(), solo[k].logits[t].data(), got.logits[t].size() * sizeof(float)))
+          << "logits differ bitwise: prompt " << k << " token " << t;
+  }
+  expect_no_leaks(engine);
 }
 
 TEST(Engine, FullPoolUnderAStreamOfRequestsNeverWedges) {
