@@ -187,7 +187,7 @@ double output_error(const float* w, const float* w_hat, int64_t n_out, int64_t n
 
 AwqResult awq_search(const std::vector<const std::vector<float>*>& weights, int64_t n_in,
                      const std::vector<float>& mean_abs, const std::vector<float>& hessian, int64_t group,
-                     const std::vector<int64_t>& tie, int n_grid) {
+                     const std::vector<int64_t>& tie, bool clip, int n_grid) {
   // Tied channels share the mean of their statistics.
   std::vector<float> stat = mean_abs;
   if (!tie.empty()) {
@@ -204,7 +204,7 @@ AwqResult awq_search(const std::vector<const std::vector<float>*>& weights, int6
 
   AwqResult best;
   best.error = std::numeric_limits<double>::infinity();
-  std::vector<float> s(static_cast<size_t>(n_in)), scaled;
+  std::vector<float> s(static_cast<size_t>(n_in)), scaled, h_scaled(clip ? hessian.size() : 0);
   for (int step = 0; step <= n_grid; ++step) {
     const float alpha = float(step) / float(n_grid);
     double log_sum = 0.0;
@@ -220,7 +220,15 @@ AwqResult awq_search(const std::vector<const std::vector<float>*>& weights, int6
       scaled.resize(w->size());
       for (int64_t r = 0; r < n_out; ++r)
         for (int64_t j = 0; j < n_in; ++j) scaled[size_t(r * n_in + j)] = (*w)[size_t(r * n_in + j)] * s[size_t(j)];
-      std::vector<float> back = int4_dequantize(int4_rtn(scaled.data(), n_out, n_in, group));
+      std::vector<float> back;
+      if (clip) {  // the quantizer that will be used: the clipping search on the scaled inputs' Hessian
+        for (int64_t i = 0; i < n_in; ++i)
+          for (int64_t j = 0; j < n_in; ++j)
+            h_scaled[size_t(i * n_in + j)] = hessian[size_t(i * n_in + j)] / (s[size_t(i)] * s[size_t(j)]);
+        back = int4_dequantize(int4_clip_search(scaled.data(), n_out, n_in, group, h_scaled));
+      } else {
+        back = int4_dequantize(int4_rtn(scaled.data(), n_out, n_in, group));
+      }
       for (int64_t r = 0; r < n_out; ++r)
         for (int64_t j = 0; j < n_in; ++j) back[size_t(r * n_in + j)] /= s[size_t(j)];
       error += output_error(w->data(), back.data(), n_out, n_in, hessian);

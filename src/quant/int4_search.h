@@ -39,7 +39,8 @@ double output_error(const float* w, const float* w_hat, int64_t n_out, int64_t n
 // in [0, 1], normalized to geometric mean 1) minimizing Σ output_error of Q(W·diag(s))·diag(1/s). α = 0 is plain
 // round-to-nearest, so the result is never worse than RTN on the calibration data. `tie` (optional, [n_in])
 // forces channels with the same tie value to share a scale (tie[j] in [0, n_tied)), used where the inverse
-// scale can only be folded per KV channel.
+// scale can only be folded per KV channel. With `clip`, Q is int4_clip_search on the scaled inputs (the quantizer
+// the result will be stored with) instead of round-to-nearest; rtn_error is then α = 0 with clipping.
 struct AwqResult {
   std::vector<float> scale;  // [n_in]
   float alpha = 0.0f;
@@ -47,6 +48,6 @@ struct AwqResult {
 };
 AwqResult awq_search(const std::vector<const std::vector<float>*>& weights, int64_t n_in,
                      const std::vector<float>& mean_abs, const std::vector<float>& hessian, int64_t group,
-                     const std::vector<int64_t>& tie = {}, int n_grid = 20);
+                     const std::vector<int64_t>& tie = {}, bool clip = false, int n_grid = 20);
 
 }  // namespace tessera::quant

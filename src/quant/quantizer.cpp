@@ -197,7 +197,7 @@ QuantizeReport quantize_model(const Model& model, const std::string& out_path, c
         std::vector<const std::vector<float>*> ptrs;
         for (const auto& v : f) ptrs.push_back(&v);
         const InputStats& s = st[int(in)];
-        AwqResult r = awq_search(ptrs, s.n, s.mean_abs(), s.hessian_f32(), o.group_size, t);
+        AwqResult r = awq_search(ptrs, s.n, s.mean_abs(), s.hessian_f32(), o.group_size, t, o.awq_clip);
         report.notes.push_back(fmt::format("awq blk.{} {}: alpha {:.2f}, calibration output error {:.3g} (rtn {:.3g})",
                                            l, what, r.alpha, r.error, r.rtn_error));
         return r.scale;

@@ -27,11 +27,16 @@ using quant::Method;
 using quant::QuantizeOptions;
 using quant::WeightFormat;
 
-std::string corpus() {
+// The shared corpus split by lines: the first four fifths to evaluate on, the last fifth to calibrate with (the
+// split bench/quantization_report.sh makes), so calibrated methods never see the text they are measured on.
+std::pair<std::string, std::string> corpus() {
   std::ifstream f(std::string(TESSERA_SHARED_DIR) + "/corpus/stories260K-samples.txt", std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line + "\n");
+  const size_t n_eval = lines.size() - lines.size() / 5;
+  std::pair<std::string, std::string> parts;
+  for (size_t i = 0; i < lines.size(); ++i) (i < n_eval ? parts.first : parts.second) += lines[i];
+  return parts;
 }
 
 class QuantizationQuality : public ::testing::Test {
@@ -39,27 +44,35 @@ class QuantizationQuality : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::temp_directory_path() / ("tessera_quality_" + std::to_string(::getpid())));
     fs::create_directories(*dir_);
-    text_ = new std::string(corpus());
+    auto [eval, calibration] = corpus();
+    text_ = new std::string(std::move(eval));
+    calibration_ = new std::string(std::move(calibration));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
     delete dir_;
     delete text_;
+    delete calibration_;
   }
 
-  // Quantizes the embedded model and measures it against the F32 original on the first 16 windows of 256.
+  static PerplexityOptions windows_of_256(int64_t n) {
+    PerplexityOptions po;
+    po.ctx = 256;
+    po.max_windows = n;
+    return po;
+  }
+
+  // Quantizes the embedded model and measures it against the F32 original on the first 16 windows of 256 of
+  // the evaluation part.
   static PerplexityResult measure(const std::string& name, QuantizeOptions o) {
     if (text_->empty()) return {};
     const std::string path = (*dir_ / (name + ".gguf")).string();
     auto f32 = Model::load_embedded();
-    if (o.method != Method::Rtn) o.calibration_text = *text_;
+    if (o.method != Method::Rtn) o.calibration_text = *calibration_;
     quant::quantize_model(*f32, path, o);
     auto model = Model::load(path);
     ThreadPool pool(2);
-    PerplexityOptions po;
-    po.ctx = 256;
-    po.max_windows = 16;
-    return evaluate_perplexity(model, f32, *text_, po, pool);
+    return evaluate_perplexity(model, f32, *text_, windows_of_256(16), pool);
   }
 
   static QuantizeOptions opts(WeightFormat f, Method m = Method::Rtn) {
@@ -70,10 +83,12 @@ class QuantizationQuality : public ::testing::Test {
   }
 
   static fs::path* dir_;
-  static std::string* text_;
+  static std::string* text_;         // evaluation part
+  static std::string* calibration_;  // calibration part
 };
 fs::path* QuantizationQuality::dir_ = nullptr;
 std::string* QuantizationQuality::text_ = nullptr;
+std::string* QuantizationQuality::calibration_ = nullptr;
 
 TEST_F(QuantizationQuality, Int8WithinOnePercentAnd98PercentTop1) {
   if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
@@ -86,9 +101,7 @@ TEST_F(QuantizationQuality, Int8KvCacheWithinOnePercentOfF16Kv) {
   if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
   auto model = Model::load_embedded();
   ThreadPool pool(2);
-  PerplexityOptions po;
-  po.ctx = 256;
-  po.max_windows = 16;
+  PerplexityOptions po = windows_of_256(16);
   po.kv_type = KvType::I8;
   po.ref_kv_type = KvType::F16;  // the same weights: only the KV cache storage differs
   const auto r = evaluate_perplexity(model, model, *text_, po, pool);
@@ -111,10 +124,14 @@ TEST_F(QuantizationQuality, CalibratedInt4WithinFivePercentAndBetterThanRtn) {
   EXPECT_LT(gptq.kl_mean, rtn.kl_mean);
 }
 
-TEST_F(QuantizationQuality, AwqNeverWorseThanRtnOnItsObjectiveAndLoads) {
+// AWQ (scales chosen with the per-group clipping search in the loop), calibrated on text it is not evaluated on;
+// measured 3.576 vs RTN 3.644 on these windows.
+TEST_F(QuantizationQuality, AwqBetterThanRtn) {
   if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
-  const auto r = measure("int4_awq", opts(WeightFormat::Int4, Method::Awq));
-  EXPECT_LT(r.ppl_ratio, 1.15);
+  const auto rtn = measure("int4_rtn_for_awq", opts(WeightFormat::Int4));
+  const auto awq = measure("int4_awq", opts(WeightFormat::Int4, Method::Awq));
+  EXPECT_LT(awq.perplexity, rtn.perplexity * 0.99) << "RTN " << rtn.perplexity << ", AWQ " << awq.perplexity;
+  EXPECT_LT(awq.kl_mean, rtn.kl_mean * 0.9) << "RTN " << rtn.kl_mean << ", AWQ " << awq.kl_mean;
 }
 
 // stories260K with outlier channels injected without changing its fp32 function: the RMSNorm gains of a few
@@ -179,10 +196,9 @@ TEST_F(QuantizationQuality, Int8ThresholdRecoversInjectedOutlierChannels) {
   if (text_->empty()) GTEST_SKIP() << "no corpus in " << TESSERA_SHARED_DIR;
   auto f32 = Model::load_embedded();
   ThreadPool pool(2);
-  PerplexityOptions po;
-  po.ctx = 256;
-  po.max_windows = 8;
-  auto kl = [&](std::shared_ptr<const Model> m) { return evaluate_perplexity(m, f32, *text_, po, pool).kl_mean; };
+  auto kl = [&](std::shared_ptr<const Model> m) {
+    return evaluate_perplexity(m, f32, *text_, windows_of_256(8), pool).kl_mean;
+  };
   LoadOptions on;
   on.int8_threshold = 6.0f;
   const double exact = kl(with_outlier_channels(*f32, 40.0f, false, {}));  // fp32 rounding only
