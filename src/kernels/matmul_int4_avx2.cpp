@@ -23,12 +23,10 @@
 namespace tessera::kernels::lowbit::avx2 {
 namespace {
 
-#define UNROLL _Pragma("GCC unroll 16")
 #define INLINE __attribute__((always_inline)) inline
 #define ALWAYS __attribute__((always_inline))  // for lambdas
 
 constexpr int NT_BATCH = 4;  // tokens per batch tile
-
 
 INLINE float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -50,19 +48,16 @@ INLINE Nibbles unpack_pair(const uint8_t* p, bool half) {
 }
 
 // Σ of one pair's 64 products as 16 int16 lanes: lanes 0-7 chunk 2p, lanes 8-15 chunk 2p+1.
-INLINE __m256i dot_pair(__m256i lo, __m256i hi, const int8_t* x);
+INLINE __m256i dot_pair(__m256i lo, __m256i hi, const int8_t* x) {
+  return _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
+                          _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32))));
+}
 
 // Group 32, four pairs: h01 = hadd16(dot0, dot1), h23 = hadd16(dot2, dot3) → int32 group sums in the order
 // [g0 g2 g4 g6 | g1 g3 g5 g7]. int16 stays exact: a pair lane ≤ 7620, after two horizontal adds ≤ 30480.
 INLINE __m256i group_sums8(__m256i h01, __m256i h23) {
   return _mm256_madd_epi16(_mm256_hadd_epi16(h01, h23), _mm256_set1_epi16(1));
 }
-
-INLINE __m256i dot_pair(__m256i lo, __m256i hi, const int8_t* x) {
-  return _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
-                          _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32))));
-}
-
 
 // static_for<N>(f) calls f(std::integral_constant<int, i>{}) for i = 0..N-1, unrolled before optimization.
 template <int N, typename F>
@@ -105,7 +100,7 @@ INLINE void for_pairs(const Shape& s, int64_t pb, int64_t pe, Step&& step) {
   if (p < pe) step.template operator()<true>(p);
 }
 
-// Weights straight from the packed row (decode).
+// One packed weight row: pairs unpacked in registers where they are used, a prefetch `ahead` bytes on.
 struct PackedRow {
   const uint8_t* w;
   const uint16_t* scales;
@@ -120,8 +115,7 @@ struct PackedRow {
   INLINE float scale(int64_t g) const { return _cvtsh_ss(scales[g]); }
 };
 
-// The reduction of an NT tokens × NR rows tile, written once for both weight sources. Per element the fp32
-// operations are the same whatever NT and NR: group 32, acc += float(sums of 8 groups) · their scales per block
+// The reduction of an NT tokens × NR rows tile. Per element the fp32 operations are the same whatever NT and NR: group 32, acc += float(sums of 8 groups) · their scales per block
 // of four pairs; larger groups, acc += float(int32 group sum) · s_g per group. Integer sums are exact, so how
 // they are grouped does not matter.
 template <bool G32, int NT, int NR, typename Src>
