@@ -88,6 +88,17 @@ bool has_fast_kernel(const WeightMatrix& w, Isa level, KernelType* type) {
   return !is_lowbit_type(w.type) && level != Isa::Scalar && kernel_type(w.type, type);
 }
 
+// INT4 matrices with one row length and group size take their activations in one format: one quantization and
+// one parallel region for all of them (matmul_int4_shared).
+bool shares_int4_input(std::span<const MatmulTarget> targets) {
+  for (const MatmulTarget& t : targets) {
+    if (t.w->type != TensorType::INT4 || t.w->n_in != targets[0].w->n_in ||
+        t.w->group_size != targets[0].w->group_size)
+      return false;
+  }
+  return true;
+}
+
 // Quantizes x once into this thread's scratch for weights of `kind` (no-op for Float). I8 with an outlier
 // threshold: the int8 part quantizes a copy of x without the outliers, which are listed per token
 // (int8_outliers.h).
@@ -138,15 +149,23 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
                          Isa isa) {
   if (n_tokens <= 0 || targets.empty()) return;
   const Isa level = kernel_isa(isa < detected_isa() ? isa : detected_isa());
-  // One parallel region for all targets needs one kernel path and one activation format; anything else
-  // (FP8/INT4, the scalar level, mixed types such as a Q6_K value projection beside Q4_K q and k) runs the
-  // targets one by one.
+  // One parallel region for all targets needs one kernel path and one activation format (INT4 has its own);
+  // anything else (FP8, the scalar level, mixed types such as a Q6_K value projection beside Q4_K q and k) runs
+  // the targets one by one.
   KernelType first_type;
   bool shared = has_fast_kernel(*targets[0].w, level, &first_type);
   for (const MatmulTarget& t : targets) {
     KernelType type;
     shared = shared && has_fast_kernel(*t.w, level, &type) && act_kind(type) == act_kind(first_type) &&
              t.w->n_in == targets[0].w->n_in && t.w->outlier_threshold == targets[0].w->outlier_threshold;
+  }
+  if (!shared && targets.size() > 1 && shares_int4_input(targets)) {
+    constexpr size_t kMax = 8;
+    TESSERA_CHECK(targets.size() <= kMax);
+    const WeightMatrix* ws[kMax];
+    float* ys[kMax];
+    for (size_t j = 0; j < targets.size(); ++j) ws[j] = targets[j].w, ys[j] = targets[j].y;
+    return matmul_int4_shared({ws, targets.size()}, {ys, targets.size()}, x, n_tokens, pool, isa);
   }
   if (!shared) {
     if (targets.size() > 1) {

@@ -62,32 +62,70 @@ void matmul_lowbit(const WeightMatrix& w, const float* x, int64_t n_tokens, floa
     pool.parallel_for(w.n_out, [&](int64_t b, int64_t e) { kernels::lowbit::avx2::fp8_rows(a, b, e); });
     return;
   }
-  TESSERA_CHECK(is_valid_int4_group(w.group_size) && w.group_scales && w.group_zeros &&
-                w.row_bytes >= int4_row_bytes(w.n_in));
-  a.group_size = w.group_size;
-  a.n_groups = w.n_groups();
-  a.group_scales = w.group_scales;
-  a.group_zeros = w.group_zeros;
+  const WeightMatrix* ws[1] = {&w};
+  float* ys[1] = {y};
+  matmul_int4_shared(ws, ys, x, n_tokens, pool, isa);
+}
+
+void matmul_int4_shared(std::span<const WeightMatrix* const> ws, std::span<float* const> ys, const float* x,
+                        int64_t n_tokens, ThreadPool& pool, Isa isa) {
+  if (n_tokens <= 0 || ws.empty()) return;
+  const WeightMatrix& w0 = *ws[0];
+  const Isa level = kernel_isa(isa < detected_isa() ? isa : detected_isa());
   // Group sizes that are odd multiples of 32 above 32 (96, 160, ...) split a 64-value pair of chunks between two
   // groups; the kernels take pairs whole, so those (never written by tessera quantize) run the reference.
-  if (w.group_size != 32 && w.group_size % 64 != 0) return matmul_lowbit_reference(w, x, n_tokens, y, pool);
+  if (level == Isa::Scalar || (w0.group_size != 32 && w0.group_size % 64 != 0)) {
+    for (size_t j = 0; j < ws.size(); ++j) matmul_lowbit_reference(*ws[j], x, n_tokens, ys[j], pool);
+    return;
+  }
   thread_local Int4ActScratch scratch;
-  const size_t nt = size_t(n_tokens), stride = size_t(kernels::lowbit::int4_act_stride(w.n_in));
+  const int64_t n_groups = w0.n_groups();
+  const size_t nt = size_t(n_tokens), stride = size_t(kernels::lowbit::int4_act_stride(w0.n_in));
   int8_t* q = grow(scratch.q, nt * stride);
   float* scale = grow(scratch.scale, nt);
-  float* sums = grow(scratch.group_sums, nt * size_t(kernels::lowbit::int4_sums_stride(a.n_groups)));
+  float* sums = grow(scratch.group_sums, nt * size_t(kernels::lowbit::int4_sums_stride(n_groups)));
   auto quantize = [&](int64_t b, int64_t e) {
-    kernels::lowbit::avx2::int4_quantize_acts(x, w.n_in, w.group_size, b, e, q, scale, sums);
+    kernels::lowbit::avx2::int4_quantize_acts(x, w0.n_in, w0.group_size, b, e, q, scale, sums);
   };
-  if (n_tokens * w.n_in >= (int64_t{1} << 16) && pool.size() > 1) {
+  if (n_tokens * w0.n_in >= (int64_t{1} << 16) && pool.size() > 1) {
     pool.parallel_for(n_tokens, quantize);
   } else {
     quantize(0, n_tokens);
   }
-  a.xq = q;
-  a.x_scale = scale;
-  a.group_sums = sums;
-  pool.parallel_for(w.n_out, [&](int64_t b, int64_t e) { kernels::lowbit::avx2::int4_rows(a, b, e); });
+  // At most three matrices in practice (q, k, v); a fixed array keeps the call free of heap allocation.
+  constexpr size_t kMax = 8;
+  TESSERA_CHECK(ws.size() <= kMax && ys.size() == ws.size());
+  kernels::lowbit::LowbitArgs args[kMax];
+  int64_t first_row[kMax + 1] = {0};
+  for (size_t j = 0; j < ws.size(); ++j) {
+    const WeightMatrix& w = *ws[j];
+    TESSERA_CHECK(w.type == TensorType::INT4 && w.n_in == w0.n_in && w.group_size == w0.group_size &&
+                  is_valid_int4_group(w.group_size) && w.group_scales && w.group_zeros &&
+                  w.row_bytes >= int4_row_bytes(w.n_in));
+    kernels::lowbit::LowbitArgs& a = args[j];
+    a.n_in = w.n_in;
+    a.n_out = w.n_out;
+    a.n_tokens = n_tokens;
+    a.w = w.data;
+    a.row_bytes = w.row_bytes;
+    a.y = ys[j];
+    a.group_size = w.group_size;
+    a.n_groups = n_groups;
+    a.group_scales = w.group_scales;
+    a.group_zeros = w.group_zeros;
+    a.xq = q;
+    a.x_scale = scale;
+    a.group_sums = sums;
+    first_row[j + 1] = first_row[j] + std::max<int64_t>(w.n_out, 0);
+  }
+  // All matrices' rows end to end, split over the threads: one barrier for all of them.
+  const size_t n = ws.size();
+  pool.parallel_for(first_row[n], [&](int64_t begin, int64_t end) {
+    for (size_t j = 0; j < n; ++j) {
+      const int64_t lo = std::max(begin, first_row[j]), hi = std::min(end, first_row[j + 1]);
+      if (lo < hi) kernels::lowbit::avx2::int4_rows(args[j], lo - first_row[j], hi - first_row[j]);
+    }
+  });
 }
 
 }  // namespace tessera

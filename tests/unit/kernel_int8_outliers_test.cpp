@@ -107,6 +107,31 @@ TEST_P(Int8OutliersKernel, NoOutlierAboveThresholdIsPlainW8A8) {
   EXPECT_EQ(plain, high);
 }
 
+// q/k/v-style I8 matrices on one input share the outlier split and the int8 activations: the same bits as one
+// call per matrix.
+TEST_P(Int8OutliersKernel, SharedInputEqualsSeparateCalls) {
+  const Isa isa = GetParam();
+  TESSERA_SKIP_IF_UNSUPPORTED(isa);
+  const int64_t n_in = 357, n_tokens = 7;
+  std::vector<testing::OwnedWeights> w;
+  for (int j = 0; j < 3; ++j) {
+    w.push_back(make_weights(TensorType::I8, 29 + 8 * j, n_in, 60 + uint32_t(j)));
+    w.back().view.outlier_threshold = 6.0f;
+  }
+  const auto x = activations_with_outliers(n_tokens, n_in, 61);
+  ThreadPool pool(3);
+  std::vector<std::vector<float>> shared(3), separate(3);
+  std::vector<MatmulTarget> targets;
+  for (size_t j = 0; j < 3; ++j) {
+    shared[j].assign(size_t(n_tokens * w[j].view.n_out), -1.0f);
+    separate[j].assign(shared[j].size(), -2.0f);
+    targets.push_back({&w[j].view, shared[j].data()});
+    matmul(w[j].view, x.data(), n_tokens, separate[j].data(), pool, isa);
+  }
+  matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
+  for (size_t j = 0; j < 3; ++j) EXPECT_EQ(shared[j], separate[j]) << "target " << j;
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, Int8OutliersKernel, ::testing::ValuesIn(kernel_isas()),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 

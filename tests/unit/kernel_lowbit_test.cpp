@@ -196,6 +196,39 @@ TEST_P(KernelLowbit, BatchInvariant) {
   }
 }
 
+// q/k/v-style INT4 matrices on one input: one activation quantization and one parallel region, the same bits as
+// one call per matrix.
+TEST(KernelLowbitInt4, SharedInputEqualsSeparateCalls) {
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    for (const int64_t group : {32, 128}) {
+      for (const int64_t n_in : {357, 2048}) {
+        std::vector<LowbitWeights> w;
+        for (int j = 0; j < 3; ++j) w.push_back(make_lowbit(TensorType::INT4, 37 + 16 * j, n_in, group, 50 + uint32_t(j)));
+        for (const int threads : {1, 3}) {
+          ThreadPool pool(threads);
+          for (const int64_t n_tokens : {1, 6}) {
+            const auto x = random_floats(size_t(n_tokens * n_in), 9 + uint32_t(n_tokens));
+            std::vector<std::vector<float>> shared(3), separate(3);
+            std::vector<MatmulTarget> targets;
+            for (size_t j = 0; j < 3; ++j) {
+              shared[j].assign(size_t(n_tokens * w[j].view.n_out), -1.0f);
+              separate[j].assign(shared[j].size(), -2.0f);
+              targets.push_back({&w[j].view, shared[j].data()});
+              matmul(w[j].view, x.data(), n_tokens, separate[j].data(), pool, isa);
+            }
+            matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
+            for (size_t j = 0; j < 3; ++j)
+              ASSERT_EQ(0, std::memcmp(shared[j].data(), separate[j].data(), sizeof(float) * shared[j].size()))
+                  << "target " << j << " g" << group << " n_in " << n_in << " at " << isa_name(isa) << ", " << threads
+                  << " threads, " << n_tokens << " tokens";
+          }
+        }
+      }
+    }
+  }
+}
+
 std::vector<LowbitCase> lowbit_cases() {
   return {{TensorType::FP8_E4M3, 0, 172}, {TensorType::FP8_E4M3, 0, 357}, {TensorType::FP8_E4M3, 0, 256},
           {TensorType::INT4, 32, 172},    {TensorType::INT4, 32, 357},    {TensorType::INT4, 128, 172},
