@@ -120,16 +120,8 @@ TEST_P(Int8OutliersKernel, SharedInputEqualsSeparateCalls) {
   }
   const auto x = activations_with_outliers(n_tokens, n_in, 61);
   ThreadPool pool(3);
-  std::vector<std::vector<float>> shared(3), separate(3);
-  std::vector<MatmulTarget> targets;
-  for (size_t j = 0; j < 3; ++j) {
-    shared[j].assign(size_t(n_tokens * w[j].view.n_out), -1.0f);
-    separate[j].assign(shared[j].size(), -2.0f);
-    targets.push_back({&w[j].view, shared[j].data()});
-    matmul(w[j].view, x.data(), n_tokens, separate[j].data(), pool, isa);
-  }
-  matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
-  for (size_t j = 0; j < 3; ++j) EXPECT_EQ(shared[j], separate[j]) << "target " << j;
+  testing::expect_shared_input_equals_separate({&w[0].view, &w[1].view, &w[2].view}, x, n_tokens, pool, isa,
+                                               "threshold 6");
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, Int8OutliersKernel, ::testing::ValuesIn(kernel_isas()),

@@ -209,19 +209,8 @@ TEST(KernelLowbitInt4, SharedInputEqualsSeparateCalls) {
           ThreadPool pool(threads);
           for (const int64_t n_tokens : {1, 6}) {
             const auto x = random_floats(size_t(n_tokens * n_in), 9 + uint32_t(n_tokens));
-            std::vector<std::vector<float>> shared(3), separate(3);
-            std::vector<MatmulTarget> targets;
-            for (size_t j = 0; j < 3; ++j) {
-              shared[j].assign(size_t(n_tokens * w[j].view.n_out), -1.0f);
-              separate[j].assign(shared[j].size(), -2.0f);
-              targets.push_back({&w[j].view, shared[j].data()});
-              matmul(w[j].view, x.data(), n_tokens, separate[j].data(), pool, isa);
-            }
-            matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
-            for (size_t j = 0; j < 3; ++j)
-              ASSERT_EQ(0, std::memcmp(shared[j].data(), separate[j].data(), sizeof(float) * shared[j].size()))
-                  << "target " << j << " g" << group << " n_in " << n_in << " at " << isa_name(isa) << ", " << threads
-                  << " threads, " << n_tokens << " tokens";
+            testing::expect_shared_input_equals_separate({&w[0].view, &w[1].view, &w[2].view}, x, n_tokens, pool,
+                                                         isa, "g" + std::to_string(group) + " n_in " + std::to_string(n_in));
           }
         }
       }

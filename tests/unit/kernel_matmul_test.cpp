@@ -152,22 +152,11 @@ TEST(KernelMatmul, SharedInputEqualsSeparateCalls) {
         for (size_t j = 0; j < types.size(); ++j) {
           weights.push_back(make_weights(types[j], 37 + 16 * int64_t(j), n_in, 40 + uint32_t(j)));
         }
+        std::vector<const WeightMatrix*> ws;
+        for (const auto& w : weights) ws.push_back(&w.view);
         for (const int64_t n_tokens : {1, 5}) {
           const auto x = random_floats(size_t(n_tokens * n_in), 7 + uint32_t(n_tokens));
-          std::vector<std::vector<float>> shared(types.size()), separate(types.size());
-          std::vector<MatmulTarget> targets;
-          for (size_t j = 0; j < types.size(); ++j) {
-            shared[j].assign(size_t(n_tokens * weights[j].view.n_out), -1.0f);
-            separate[j].assign(shared[j].size(), -2.0f);
-            targets.push_back({&weights[j].view, shared[j].data()});
-            matmul(weights[j].view, x.data(), n_tokens, separate[j].data(), pool, isa);
-          }
-          matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
-          for (size_t j = 0; j < types.size(); ++j) {
-            ASSERT_EQ(0, std::memcmp(shared[j].data(), separate[j].data(), sizeof(float) * shared[j].size()))
-                << "target " << j << " (" << tensor_type_name(types[j]) << ") at " << isa_name(isa) << ", "
-                << threads << " threads, " << n_tokens << " tokens";
-          }
+          testing::expect_shared_input_equals_separate(ws, x, n_tokens, pool, isa, "");
         }
       }
     }

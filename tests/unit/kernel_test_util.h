@@ -5,12 +5,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/tensor_type.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/weight_matrix.h"
 
@@ -74,6 +77,25 @@ inline int64_t odd_n_in(TensorType type) {
 inline std::vector<TensorType> matmul_types() {
   return {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
           TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::I8};
+}
+
+// matmul_shared_input over `ws` gives, bit for bit, what one matmul per matrix gives (`what` names the case).
+inline void expect_shared_input_equals_separate(const std::vector<const WeightMatrix*>& ws, const std::vector<float>& x,
+                                                int64_t n_tokens, ThreadPool& pool, Isa isa, const std::string& what) {
+  std::vector<std::vector<float>> shared(ws.size()), separate(ws.size());
+  std::vector<MatmulTarget> targets;
+  for (size_t j = 0; j < ws.size(); ++j) {
+    shared[j].assign(static_cast<size_t>(n_tokens * ws[j]->n_out), -1.0f);
+    separate[j].assign(shared[j].size(), -2.0f);
+    targets.push_back({ws[j], shared[j].data()});
+    matmul(*ws[j], x.data(), n_tokens, separate[j].data(), pool, isa);
+  }
+  matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
+  for (size_t j = 0; j < ws.size(); ++j) {
+    ASSERT_EQ(0, std::memcmp(shared[j].data(), separate[j].data(), sizeof(float) * shared[j].size()))
+        << "target " << j << " (" << tensor_type_name(ws[j]->type) << ") at " << isa_name(isa) << ", "
+        << pool.size() << " threads, " << n_tokens << " tokens: " << what;
+  }
 }
 
 }  // namespace tessera::testing
