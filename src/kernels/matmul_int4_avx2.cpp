@@ -118,12 +118,12 @@ struct PackedRow {
 // The reduction of an NT tokens × NR rows tile. Per element the fp32 operations are the same whatever NT and NR: group 32, acc += float(sums of 8 groups) · their scales per block
 // of four pairs; larger groups, acc += float(int32 group sum) · s_g per group. Integer sums are exact, so how
 // they are grouped does not matter.
-template <bool G32, int NT, int NR, typename Src>
+template <int PPG, int NT, int NR, typename Src>
 INLINE void reduce(const Shape& s, const Src (&src)[NR], const int8_t* const (&x)[NT], __m256 (&acc)[NT][NR]) {
   // static_for rather than loops: GCC keeps a tile's arrays in registers only when every index is a constant
   // from the start (see matmul_x86_inl.h).
   static_for<NT>([&](auto t) ALWAYS { static_for<NR>([&](auto r) ALWAYS { acc[t][r] = _mm256_setzero_ps(); }); });
-  if constexpr (G32) {
+  if constexpr (PPG == 0) {
     // Blocks of four pairs (eight groups): per pair the int16 dot ([g_2k ×8 | g_2k+1 ×8]); two levels of
     // horizontal adds and one vpmaddwd give the eight group sums at once ([g0 g2 g4 g6 | g1 g3 g5 g7]), one
     // conversion and one FMA with the scales in that order. A short last block reads zeros for its missing pairs.
@@ -183,25 +183,40 @@ INLINE void reduce(const Shape& s, const Src (&src)[NR], const int8_t* const (&x
       });
     }
   } else {
+    // int16 holds four pairs (256 values): a group of up to 256 values is one int16 sum, widened once; longer
+    // groups add such sums in int32.
     for (int64_t g = 0; g < s.ng; ++g) {
       const int64_t pb = g * s.pairs_per_group;
       const int64_t pe = pb + s.pairs_per_group < s.n_pairs ? pb + s.pairs_per_group : s.n_pairs;
       __m256i sum32[NT][NR];
       static_for<NT>([&](auto t) ALWAYS { static_for<NR>([&](auto r) ALWAYS { sum32[t][r] = _mm256_setzero_si256(); }); });
-      for (int64_t p4 = pb; p4 < pe; p4 += 4) {  // int16 holds four pairs
+      for (int64_t p4 = pb; p4 < pe; p4 += 4) {
         __m256i sum16[NT][NR];
         static_for<NT>([&](auto t) ALWAYS { static_for<NR>([&](auto r) ALWAYS { sum16[t][r] = _mm256_setzero_si256(); }); });
-        for_pairs(s, p4, p4 + 4 < pe ? p4 + 4 : pe, [&]<bool Half>(int64_t p) ALWAYS {
+        auto step = [&]<bool Half>(int64_t p) ALWAYS {
           static_for<NR>([&](auto r) ALWAYS {
             const Nibbles w = src[r].template pair<Half>(p);
             static_for<NT>([&](auto t) ALWAYS {
               sum16[t][r] = _mm256_add_epi16(sum16[t][r], dot_pair(w.lo, w.hi, x[t] + 64 * p));
             });
           });
-        });
+        };
+        const int64_t p4e = p4 + 4 < pe ? p4 + 4 : pe;
+        if constexpr (PPG > 0 && PPG <= 4) {
+          // The group size known at compile time: a whole group's pairs unrolled.
+          if (p4e - p4 == PPG && p4e <= s.n_full) {
+            static_for<PPG>([&](auto k) ALWAYS { step.template operator()<false>(p4 + k); });
+          } else {
+            for_pairs(s, p4, p4e, step);
+          }
+        } else {
+          for_pairs(s, p4, p4e, step);
+        }
         static_for<NT>([&](auto t) ALWAYS {
           static_for<NR>([&](auto r) ALWAYS {
-            sum32[t][r] = _mm256_add_epi32(sum32[t][r], _mm256_madd_epi16(sum16[t][r], _mm256_set1_epi16(1)));
+            const __m256i widened = _mm256_madd_epi16(sum16[t][r], _mm256_set1_epi16(1));
+            // One int16 sum per group (PPG ≤ 4) needs no int32 accumulator: the compiler drops the zero add.
+            sum32[t][r] = PPG > 0 && PPG <= 4 ? widened : _mm256_add_epi32(sum32[t][r], widened);
           });
         });
       }
@@ -219,7 +234,7 @@ INLINE float finish(const LowbitArgs& a, __m256 acc, __m256 zero_acc, int64_t t)
 
 // Decode: each row is read once, so it is unpacked in registers; four rows at a time give four independent
 // FMA chains (one row alone would wait on the FMA latency every pair).
-template <bool G32, int NR>
+template <int PPG, int NR>
 INLINE void decode_tile(const LowbitArgs& a, const Shape& s, int64_t r0) {
   // The prefetch distance is one tile: the same offset NR rows on. Rows are contiguous, so asking a fixed
   // distance ahead within the row (as matmul_x86_inl.h does) would mostly hit lines the next row of this tile
@@ -231,7 +246,7 @@ INLINE void decode_tile(const LowbitArgs& a, const Shape& s, int64_t r0) {
   });
   const int8_t* const x[1] = {a.xq};
   __m256 acc[1][NR];
-  reduce<G32, 1, NR>(s, src, x, acc);
+  reduce<PPG, 1, NR>(s, src, x, acc);
   static_for<NR>([&](auto r) ALWAYS {
     __m256 z = _mm256_setzero_ps();
     const uint16_t* sc = a.group_scales + (r0 + r) * s.ng;
@@ -241,25 +256,25 @@ INLINE void decode_tile(const LowbitArgs& a, const Shape& s, int64_t r0) {
   });
 }
 
-template <bool G32>
+template <int PPG>
 void decode_rows(const LowbitArgs& a, int64_t row_begin, int64_t row_end) {
   const Shape s(a);
   int64_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) decode_tile<G32, 4>(a, s, r);
-  for (; r < row_end; ++r) decode_tile<G32, 1>(a, s, r);
+  for (; r + 4 <= row_end; r += 4) decode_tile<PPG, 4>(a, s, r);
+  for (; r < row_end; ++r) decode_tile<PPG, 1>(a, s, r);
 }
 
 // Batches: rows in blocks that stay in L2 (~64 KiB of packed weights) while every token tile passes over them;
 // in a tile, NT = 4 tokens share each weight load and its unpacking. (Unpacking a block into a byte buffer
 // first measured no faster: it trades the AND/shift work for twice the loads, and costs a pass of its own.)
-template <bool G32, int NT>
+template <int PPG, int NT>
 INLINE void token_tile(const LowbitArgs& a, const Shape& s, int64_t t0, int64_t r, const float* scaled_zeros) {
   const PackedRow src[1] = {{a.w + static_cast<size_t>(r) * a.row_bytes, a.group_scales + r * s.ng, s.ng, a.row_bytes}};
   const int64_t stride = s.n_pairs * 64, sums_stride = int4_sums_stride(s.ng);
   const int8_t* x[NT];
   static_for<NT>([&](auto t) ALWAYS { x[t] = a.xq + (t0 + t) * stride; });
   __m256 acc[NT][1];
-  reduce<G32, NT, 1>(s, src, x, acc);
+  reduce<PPG, NT, 1>(s, src, x, acc);
   static_for<NT>([&](auto t) ALWAYS {
     __m256 z = _mm256_setzero_ps();
     const float* sums = a.group_sums + (t0 + t) * sums_stride;
@@ -268,7 +283,7 @@ INLINE void token_tile(const LowbitArgs& a, const Shape& s, int64_t t0, int64_t 
   });
 }
 
-template <bool G32>
+template <int PPG>
 void batch_rows(const LowbitArgs& a, int64_t row_begin, int64_t row_end) {
   const Shape s(a);
   const int64_t ng8 = int4_sums_stride(s.ng);
@@ -287,13 +302,13 @@ void batch_rows(const LowbitArgs& a, int64_t row_begin, int64_t row_end) {
     }
     int64_t t = 0;
     for (; t + NT_BATCH <= a.n_tokens; t += NT_BATCH)
-      for (int64_t r = rb; r < re; ++r) token_tile<G32, NT_BATCH>(a, s, t, r, zeros_f + (r - rb) * ng8);
+      for (int64_t r = rb; r < re; ++r) token_tile<PPG, NT_BATCH>(a, s, t, r, zeros_f + (r - rb) * ng8);
     for (int64_t r = rb; r < re; ++r) {
       const float* z = zeros_f + (r - rb) * ng8;
       switch (a.n_tokens - t) {
-        case 3: token_tile<G32, 3>(a, s, t, r, z); break;
-        case 2: token_tile<G32, 2>(a, s, t, r, z); break;
-        case 1: token_tile<G32, 1>(a, s, t, r, z); break;
+        case 3: token_tile<PPG, 3>(a, s, t, r, z); break;
+        case 2: token_tile<PPG, 2>(a, s, t, r, z); break;
+        case 1: token_tile<PPG, 1>(a, s, t, r, z); break;
         default: break;
       }
     }
@@ -359,12 +374,23 @@ void int4_quantize_acts(const float* x, int64_t n_in, int64_t group, int64_t t_b
   }
 }
 
+namespace {
+
+// PPG, pairs of chunks per group: 0 for group 32 (two groups per pair), 1 and 2 (groups 64 and 128) fixed at
+// compile time, -1 for longer groups.
+template <int PPG>
+void rows(const LowbitArgs& a, int64_t row_begin, int64_t row_end) {
+  a.n_tokens == 1 ? decode_rows<PPG>(a, row_begin, row_end) : batch_rows<PPG>(a, row_begin, row_end);
+}
+
+}  // namespace
+
 void int4_rows(const LowbitArgs& a, int64_t row_begin, int64_t row_end) {
-  const bool g32 = a.group_size == 32;
-  if (a.n_tokens == 1) {
-    g32 ? decode_rows<true>(a, row_begin, row_end) : decode_rows<false>(a, row_begin, row_end);
-  } else {
-    g32 ? batch_rows<true>(a, row_begin, row_end) : batch_rows<false>(a, row_begin, row_end);
+  switch (a.group_size) {
+    case 32: return rows<0>(a, row_begin, row_end);
+    case 64: return rows<1>(a, row_begin, row_end);
+    case 128: return rows<2>(a, row_begin, row_end);
+    default: return rows<-1>(a, row_begin, row_end);
   }
 }
 
