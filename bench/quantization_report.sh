@@ -75,7 +75,8 @@ row() {  # label model ref text ctx chunks [args...]
   IFS='|' read -r pre dec1 dec16 rss <<< "$s"
   [ "${RSS_KEY:-}" = resident ] && rss=$(json "$WORK/bench.json" "['resident_weight_bytes']/1e6")
   printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$label" \
-    "$(json "$q" "['weight_bytes']")" "$(fmt "$rss" 1)" "$(fmt "$pre" 0)" "$(fmt "$dec1" 0)" "$(fmt "$dec16" 0)" \
+    "$(json "$q" "['weight_bytes']")" "$(fmt "$rss" 1)" "$(fmt "$pre" "${SPEED_DIGITS:-0}")" \
+    "$(fmt "$dec1" "${SPEED_DIGITS:-0}")" "$(fmt "$dec16" "${SPEED_DIGITS:-0}")" \
     "$(fmt "$(json "$q" "['perplexity']")" 4)" "$(fmt "$(json "$q" "['ppl_ratio']")" 4)" \
     "$(fmt "$(json "$q" "['kl_mean']")" 5)" "$(fmt "$(json "$q" "['kl_p99']")" 4)" \
     "$(percent "$(json "$q" "['top1_agreement']")")"
@@ -200,6 +201,7 @@ if [ "${TINYLLAMA:-1}" = 1 ] && has_cmd make-model; then
   head -c 2000 "$EVAL" > "$WORK/short.txt"
   T=("$SRC" "$WORK/short.txt" 64 4)
   RSS_KEY=resident
+  SPEED_DIGITS=1
   {
     echo
     echo "## tinyllama-1.1b (synthetic random weights, \`tessera make-model\`)"
