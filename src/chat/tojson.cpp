@@ -56,6 +56,7 @@ class Dumper {
         key_sep_(o.key_separator ? *o.key_separator : ": ") {}
 
   void dump(const Value& v, int level) {
+    if (level > kMaxNesting) fail("values nested deeper than {} levels are not JSON serializable here", kMaxNesting);
     switch (v.kind()) {
       case Kind::None: out_ += "null"; return;
       case Kind::Bool: out_ += v.as_bool() ? "true" : "false"; return;

@@ -1,6 +1,8 @@
 // Values and the Python semantics every operation builds on: truth, equality, str()/repr(), iteration, len().
 #include "chat/value.h"
 
+#include <algorithm>
+
 #include "chat/pystr.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -20,6 +22,32 @@ struct CallableData {
   Function fn;
 };
 
+int child_depth(const Dict& d) {
+  int depth = 0;
+  for (const auto& [_, v] : d.entries()) depth = std::max(depth, v.depth());
+  return depth;
+}
+
+// Counts the recursion of printing and comparing: a namespace can be made to contain itself
+// (`set ns.x = [ns]`), which Python would print as [...] and this refuses instead of recursing forever.
+class NestingGuard {
+ public:
+  NestingGuard() {
+    if (++level_ > kMaxNesting) {
+      --level_;
+      fail("values nested deeper than {} levels (or containing themselves) are not supported", kMaxNesting);
+    }
+  }
+  ~NestingGuard() { --level_; }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+
+ private:
+  static thread_local int level_;
+};
+
+thread_local int NestingGuard::level_ = 0;
+
 const char* flavor_name(Flavor f) {
   switch (f) {
     case Flavor::List: return "list";
@@ -34,6 +62,7 @@ const char* flavor_name(Flavor f) {
 }
 
 std::string join_repr(const std::vector<Value>& items) {
+  const NestingGuard guard;
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
@@ -43,6 +72,7 @@ std::string join_repr(const std::vector<Value>& items) {
 }
 
 std::string dict_repr(const Dict& d) {
+  const NestingGuard guard;
   std::string out = "{";
   bool first = true;
   for (const auto& [k, v] : d.entries()) {
@@ -69,7 +99,8 @@ bool contains_equal(const std::vector<Value>& items, const Value& x) {
 }
 
 template <typename Json>
-Value json_to_value(const Json& j) {
+Value json_to_value(const Json& j, int depth) {
+  if (depth > kMaxNesting) fail("JSON nested deeper than {} levels is not supported", kMaxNesting);
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
@@ -84,12 +115,12 @@ Value json_to_value(const Json& j) {
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(json_to_value(e));
+      for (const auto& e : j) items.push_back(json_to_value(e, depth + 1));
       return Value::list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.set(it.key(), json_to_value(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) d.set(it.key(), json_to_value(it.value(), depth + 1));
       return Value::dict(std::move(d));
     }
     default: fail("unsupported JSON value in the chat template context");
@@ -97,6 +128,8 @@ Value json_to_value(const Json& j) {
 }
 
 const std::string kGenericUndefined = "undefined value";
+
+
 
 }  // namespace
 
@@ -122,7 +155,9 @@ Value::Value(double f) : kind_(Kind::Float), f_(f) {}
 Value::Value(std::string s) : kind_(Kind::String), i_(0), ptr_(std::make_shared<std::string>(std::move(s))) {}
 
 Value Value::list(std::vector<Value> items, Flavor flavor) {
-  return shared(Kind::List, std::make_shared<ListData>(ListData{std::move(items), flavor}));
+  int depth = 0;
+  for (const Value& item : items) depth = std::max(depth, item.depth());
+  return shared(Kind::List, std::make_shared<ListData>(ListData{std::move(items), flavor}), depth + 1);
 }
 
 Value Value::range(int64_t start, int64_t stop, int64_t step) {
@@ -137,22 +172,33 @@ Value Value::range(int64_t start, int64_t stop, int64_t step) {
   return v;
 }
 
-Value Value::shared(Kind kind, std::shared_ptr<void> data) {
+Value Value::shared(Kind kind, std::shared_ptr<void> data, int depth) {
+  if (depth > kMaxNesting) fail("values nested deeper than {} levels are not supported", kMaxNesting);
   Value v;
   v.kind_ = kind;
   v.ptr_ = std::move(data);
+  v.depth_ = uint16_t(depth);
   return v;
 }
 
-Value Value::dict(Dict d) { return shared(Kind::Dict, std::make_shared<Dict>(std::move(d))); }
-
-Value Value::make_namespace(Dict attrs) { return shared(Kind::Namespace, std::make_shared<Dict>(std::move(attrs))); }
-
-Value Value::callable(std::string name, Function fn) {
-  return shared(Kind::Callable, std::make_shared<CallableData>(CallableData{std::move(name), std::move(fn)}));
+Value Value::dict(Dict d) {
+  const int depth = child_depth(d) + 1;
+  return shared(Kind::Dict, std::make_shared<Dict>(std::move(d)), depth);
 }
 
-Value Value::loop(LoopInfo info) { return shared(Kind::Loop, std::make_shared<LoopInfo>(std::move(info))); }
+Value Value::make_namespace(Dict attrs) {
+  const int depth = child_depth(attrs) + 1;
+  return shared(Kind::Namespace, std::make_shared<Dict>(std::move(attrs)), depth);
+}
+
+Value Value::callable(std::string name, Function fn) {
+  return shared(Kind::Callable, std::make_shared<CallableData>(CallableData{std::move(name), std::move(fn)}), 0);
+}
+
+Value Value::loop(LoopInfo info) {
+  const int depth = std::max(info.previtem.depth(), info.nextitem.depth()) + 1;
+  return shared(Kind::Loop, std::make_shared<LoopInfo>(std::move(info)), depth);
+}
 
 const std::string& Value::str() const {
   TESSERA_DCHECK(kind_ == Kind::String);
@@ -251,6 +297,7 @@ bool equals(const Value& a, const Value& b) {
     case Kind::None: return true;
     case Kind::String: return a.str() == b.str();
     case Kind::List: {
+      const NestingGuard guard;
       const Flavor fa = a.flavor(), fb = b.flavor();
       if (fa != fb || fa == Flavor::Generator || fa == Flavor::DictValues) return a.identity() == b.identity();
       const auto &x = a.items(), &y = b.items();
@@ -265,6 +312,7 @@ bool equals(const Value& a, const Value& b) {
       return true;
     }
     case Kind::Dict: {
+      const NestingGuard guard;
       const Dict &x = a.dict(), &y = b.dict();
       if (x.size() != y.size()) return false;
       for (const auto& [k, v] : x.entries()) {
@@ -379,7 +427,7 @@ int64_t length(const Value& v) {
   fail("object of type '{}' has no len()", type_name(v));
 }
 
-Value from_json(const nlohmann::json& j) { return json_to_value(j); }
-Value from_json(const nlohmann::ordered_json& j) { return json_to_value(j); }
+Value from_json(const nlohmann::json& j) { return json_to_value(j, 0); }
+Value from_json(const nlohmann::ordered_json& j) { return json_to_value(j, 0); }
 
 }  // namespace tessera::chat

@@ -21,6 +21,10 @@ class Dict;
 struct CallArgs;
 struct LoopInfo;
 
+// Containers nest at most this deep (JSON input, template-built values; Python's own limit is its recursion
+// limit): printing, comparing and freeing a value recurse once per level.
+inline constexpr int kMaxNesting = 256;
+
 enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Loop, Callable };
 
 // What kind of Python sequence a List value stands for: it decides how it prints, whether it has a length,
@@ -75,11 +79,14 @@ class Value {
 
   // Identity of the shared object behind a container (Python `is`); null for scalars.
   const void* identity() const { return ptr_.get(); }
+  // Containers inside containers: 0 for scalars. A namespace keeps the depth it was created with.
+  int depth() const { return depth_; }
 
  private:
-  static Value shared(Kind kind, std::shared_ptr<void> data);
+  static Value shared(Kind kind, std::shared_ptr<void> data, int depth);
 
   Kind kind_ = Kind::Undefined;
+  uint16_t depth_ = 0;
   union {
     bool b_;
     int64_t i_;

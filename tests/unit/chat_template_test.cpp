@@ -179,6 +179,20 @@ TEST(ChatTemplate, RenderErrorsSayWhatPythonWouldSay) {
   EXPECT_EQ(err("{% set x = 'ab' * 40000000 %}"), "chat template line 1: the result would be larger than 67108864 bytes");
 }
 
+TEST(ChatTemplate, NestingIsBounded) {
+  // Deep values would make printing, comparing and freeing them recurse without bound.
+  EXPECT_EQ(error_of<RenderError>("{% set ns = namespace(x=[]) %}{% for i in range(300) %}{% set ns.x = [ns.x] %}"
+                                  "{% endfor %}"),
+            "chat template line 1: values nested deeper than 256 levels are not supported");
+  EXPECT_EQ(error_of<RenderError>("{% set ns = namespace() %}{% set ns.x = [ns] %}{{ ns }}"),
+            "chat template line 1: values nested deeper than 256 levels (or containing themselves) are not supported");
+  std::string deep(300, '[');
+  deep += std::string(300, ']');
+  EXPECT_THROW(from_json(ordered_json::parse(deep)), Error);
+  EXPECT_EQ(error_of<SyntaxError>("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}"),
+            "chat template line 1, column 70: the template is nested too deeply");
+}
+
 // Every prefix of every real template either renders or throws a tessera::Error: truncated input must never
 // crash the interpreter (run under the sanitizer build too).
 TEST(ChatTemplate, TruncatedTemplatesFailCleanly) {
