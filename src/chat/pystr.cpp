@@ -36,10 +36,8 @@ std::vector<std::u32string> split_whitespace(std::u32string_view s, int64_t maxs
     while (true) {
       while (i < s.size() && py_space(s[i])) ++i;
       if (i == s.size()) break;
-      if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {
-        size_t end = s.size();
-        while (end > i && py_space(s[end - 1])) --end;
-        parts.emplace_back(s.substr(i, end - i));
+      if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {  // the rest, trailing white space included
+        parts.emplace_back(s.substr(i));
         break;
       }
       size_t j = i;
@@ -53,10 +51,8 @@ std::vector<std::u32string> split_whitespace(std::u32string_view s, int64_t maxs
   while (true) {
     while (i > 0 && py_space(s[i - 1])) --i;
     if (i == 0) break;
-    if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {
-      size_t begin = 0;
-      while (begin < i && py_space(s[begin])) ++begin;
-      parts.emplace_back(s.substr(begin, i - begin));
+    if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {  // the rest, leading white space included
+      parts.emplace_back(s.substr(0, i));
       break;
     }
     size_t j = i;

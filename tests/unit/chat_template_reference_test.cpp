@@ -286,7 +286,8 @@ TEST(ChatTemplateReference, ConstructsMatchJinja2) {
       // methods
       "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ s.strip(' H') }}|{{ '--x--'.strip('-') }}",
       "{{ 'a b  c'.split() }} {{ 'a,b,,c'.split(',') }} {{ 'a,b,c'.split(',', 1) }} {{ 'a,b,c'.rsplit(',', 1) }}",
-      "{{ 'x\\ny\\r\\nz'.splitlines() }} {{ '  '.split() }} {{ ''.split(',') }}",
+      "{{ 'x\\ny\\r\\nz'.splitlines() }} {{ '  '.split() }} {{ ''.split(',') }} {{ ' a  b  c '.split(none, 1) }}"
+      "{{ ' a  b  c '.rsplit(none, 1) }}{{ ' a b '.split(none, 0) }}{{ 'a,b,c'.rsplit(',', 0) }}{{ ',a,'.split(',') }}",
       "{{ s.startswith('  H') }}{{ s.endswith(('x', '  ')) }}{{ s.startswith('é', 3) }}",
       "{{ s.replace('l', '') }} {{ 'Hello, World'.upper() }} {{ '日本 ok'.upper() }} {{ 'hello wORLD 3x'.title() }} {{ 'hELLO'.capitalize() }}",
       "{{ s.find('World') }} {{ uni.find('👩') }} {{ s.count('l') }} {{ '-'.join(words) }} {{ s.removeprefix('  ') }}",
