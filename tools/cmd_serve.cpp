@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <thread>
 
+#include "chat/errors.h"
 #include "commands.h"
 #include "core/json_file.h"
 #include "engine/engine.h"
@@ -78,8 +80,15 @@ int serve(ServeOptions& o) {
   o.service.result_cache_ttl_ms = int64_t(o.result_cache_ttl_s * 1000);
   if (!o.chat_template_path.empty()) o.service.chat_template = read_text_file(o.chat_template_path);
 
-  // Parses the chat template: a template that does not parse stops here, with its line and column.
-  server::Service service(ioc, primary, fallback, o.service);
+  // The service parses the chat template: one that does not parse stops here, with its line and column.
+  std::unique_ptr<server::Service> service_owner;
+  try {
+    service_owner = std::make_unique<server::Service>(ioc, primary, fallback, o.service);
+  } catch (const chat::SyntaxError& e) {
+    fail("{} (in {}; --chat-template FILE replaces it)", e.what(),
+         o.chat_template_path.empty() ? "the model's chat template" : o.chat_template_path);
+  }
+  server::Service& service = *service_owner;
   std::fprintf(stderr, "tessera serve: chat prompts %s\n",
                !service.has_chat_template()      ? "join the message contents (no chat template)"
                : o.chat_template_path.empty()    ? "use the model's chat template"

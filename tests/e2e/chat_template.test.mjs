@@ -73,5 +73,5 @@ test('a template that does not parse stops the server at start', async () => {
   proc.stderr.on('data', (d) => { stderr += d.toString(); });
   const code = await new Promise((resolve) => proc.on('exit', (c) => resolve(c)));
   assert.notEqual(code, 0);
-  assert.match(stderr, /error: chat template line 2, column 4: the 'macro' tag is not supported/);
+  assert.match(stderr, /error: chat template line 2, column 4: the 'macro' tag is not supported .*\(in .*bad\.jinja; --chat-template FILE replaces it\)/);
 });

@@ -45,15 +45,16 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::string temp_path(const std::string& stem) {
-  return (std::filesystem::temp_directory_path() / (stem + "." + std::to_string(getpid()) + ".json")).string();
+// Per process: ctest runs test cases in parallel processes.
+std::string temp_path(const std::string& stem, const std::string& extension) {
+  return (std::filesystem::temp_directory_path() / (stem + "." + std::to_string(getpid()) + extension)).string();
 }
 
 // Renders every case with jinja2 in one Python process (starting one per case would take minutes).
 std::vector<Outcome> python_outcomes(const std::vector<Case>& cases) {
   ordered_json batch = ordered_json::array();
   for (const Case& c : cases) batch.push_back({{"template", c.source}, {"context", c.context}});
-  const std::string in = temp_path("tessera_jinja_cases"), err = temp_path("tessera_jinja_stderr");
+  const std::string in = temp_path("tessera_jinja_cases", ".json"), err = temp_path("tessera_jinja_stderr", ".txt");
   std::ofstream(in, std::ios::binary) << batch.dump();
   const char* python = std::getenv("TESSERA_PYTHON");
   const std::string cmd = std::string(python ? python : "python3") + " " +
