@@ -24,7 +24,7 @@ constexpr std::string_view kDictMethods[] = {"clear", "copy", "fromkeys", "get",
                                              "pop", "popitem", "setdefault", "update", "values"};
 constexpr std::string_view kListMethods[] = {"append", "clear", "copy", "count", "extend", "index",
                                              "insert", "pop", "remove", "reverse", "sort"};
-constexpr std::string_view kTupleMethods[] = {"count", "index"};
+constexpr std::string_view kTupleMethods[] = {"count", "index"};  // tuple's and range's
 constexpr std::string_view kNumberAttributes[] = {"real", "imag", "numerator", "denominator", "conjugate",
                                                   "bit_length", "bit_count", "to_bytes", "from_bytes",
                                                   "as_integer_ratio", "is_integer", "hex", "fromhex"};
@@ -233,7 +233,8 @@ Value get_attribute(const Value& object, const std::string& name) {
     case Kind::List:
       if (object.flavor() == Flavor::List && in(kListMutators, name)) return unsafe(object, name);
       if (object.flavor() == Flavor::List && in(kListMethods, name)) return unsupported_method("list", name);
-      if (object.flavor() == Flavor::Tuple && in(kTupleMethods, name)) return unsupported_method("tuple", name);
+      if ((object.flavor() == Flavor::Tuple || object.flavor() == Flavor::Range) && in(kTupleMethods, name))
+        return unsupported_method(type_name(object), name);
       break;
     case Kind::Namespace:
       if (const Value* v = object.dict().find(name)) return *v;

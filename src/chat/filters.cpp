@@ -179,6 +179,7 @@ std::optional<double> parse_float(const std::string& text) {
 Value filter_int(const Value& v, const CallArgs& args) {  // do_int
   const BoundArgs a("int", args, {"default", "base"});
   const Value fallback = a.get_or(0, Value(int64_t(0)));
+  if (v.is_undefined()) v.fail_undefined();  // Undefined.__int__ raises, and do_int does not catch it
   const int64_t base = a.get(1) && a.get(1)->is_integral() ? a.get(1)->as_int() : 10;
   if (v.is_integral()) return v.as_int();
   if (v.kind() == Kind::Float) {
@@ -203,6 +204,7 @@ Value filter_int(const Value& v, const CallArgs& args) {  // do_int
 Value filter_float(const Value& v, const CallArgs& args) {  // do_float
   const BoundArgs a("float", args, {"default"});
   const Value fallback = a.get_or(0, Value(0.0));
+  if (v.is_undefined()) v.fail_undefined();
   if (v.is_number()) return v.as_float();
   if (!v.is_string()) return fallback;
   const std::optional<double> d = parse_float(v.str());
@@ -233,7 +235,11 @@ Value filter_indent(const Value& v, const CallArgs& args) {  // do_indent
       width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.is_integral() ? width.as_int() : 0)), ' ');
   if (!width.is_string() && !width.is_integral()) fail("indent: width must be an integer or a string");
   const bool first = a.get(1) && truthy(*a.get(1)), blank = a.get(2) && truthy(*a.get(2));
-  std::vector<std::string> lines = pystr::splitlines(to_str(v) + "\n");
+  // do_indent starts with `s += "\n"` on the value itself: only a str gets through.
+  if (v.is_undefined()) v.fail_undefined();
+  if (v.is_list() && v.flavor() == Flavor::List) fail("'list' object has no attribute 'splitlines'");
+  if (!v.is_string()) fail("unsupported operand type(s) for +=: '{}' and 'str'", type_name(v));
+  std::vector<std::string> lines = pystr::splitlines(v.str() + "\n");
   std::string out;
   if (blank) {
     for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + indention : std::string()) + lines[i];
@@ -259,6 +265,7 @@ Value select_or_reject(const Value& v, const CallArgs& args, bool lookup_attr, b
     test_args.positional.assign(args.positional.begin() + off + 1, args.positional.end());
   }
   std::vector<Value> out;
+  if (!truthy(v)) return generator({});  // Jinja skips a false value without iterating it
   for (const Value& item : iterate(v)) {
     const Value subject = lookup_attr ? lookup_path(item, args.positional[0], nullptr) : item;
     const bool pass = test ? test(subject, test_args) : truthy(subject);
@@ -274,6 +281,7 @@ Value filter_rejectattr(const Value& v, const CallArgs& a) { return select_or_re
 
 Value filter_map(const Value& v, const CallArgs& args) {  // sync_do_map
   std::vector<Value> out;
+  if (!truthy(v)) return generator({});  // Jinja skips a false value without iterating it
   if (args.positional.empty()) {
     const BoundArgs a("map", args, {"attribute", "default"});
     if (!a.get(0)) fail("map() needs a filter name or attribute=");

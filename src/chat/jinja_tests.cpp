@@ -60,14 +60,15 @@ bool test_callable(const Value& v, const CallArgs& a) {  // Undefined and the lo
   return v.kind() == Kind::Callable || v.is_undefined() || v.kind() == Kind::Loop;
 }
 
+// value % 2 == 1 and value % 2 == 0: a float such as 2.5 is neither.
 bool test_odd(const Value& v, const CallArgs& a) {
   no_args(a, "odd");
-  return truthy(binary_op(BinaryOp::Mod, v, Value(int64_t(2))));
+  return equals(binary_op(BinaryOp::Mod, v, Value(int64_t(2))), Value(int64_t(1)));
 }
 
 bool test_even(const Value& v, const CallArgs& a) {
   no_args(a, "even");
-  return !truthy(binary_op(BinaryOp::Mod, v, Value(int64_t(2))));
+  return equals(binary_op(BinaryOp::Mod, v, Value(int64_t(2))), Value(int64_t(0)));
 }
 
 bool test_divisibleby(const Value& v, const CallArgs& a) {

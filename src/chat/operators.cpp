@@ -269,8 +269,10 @@ Value slice(const Value& object, const Value& start, const Value& stop, const Va
     for (int64_t i : pystr::slice_indices(int64_t(items.size()), b, e, s.value_or(1))) out.push_back(items[size_t(i)]);
     return Value::list(std::move(out), object.flavor());
   }
+  // Jinja compiles a slice to a plain Python subscription (not its forgiving getitem), so these raise.
   if (object.is_list() && object.flavor() == Flavor::Range) fail("slicing a range is not supported");
-  return Value::undefined("'" + type_name(object) + "' object is not subscriptable");
+  if (object.is_dict()) fail("unhashable type: 'slice'");
+  fail("'{}' object is not subscriptable", type_name(object));
 }
 
 }  // namespace tessera::chat

@@ -21,8 +21,7 @@ Value unary_plus(const Value& v);  // +v
 bool compare(CompareOp op, const Value& a, const Value& b);
 bool contains(const Value& container, const Value& item);  // item in container
 
-// obj[start:stop:step] for str, list and tuple (absent bounds are None); other values give Undefined, as
-// Jinja's subscription does when Python raises TypeError.
+// obj[start:stop:step] for str, list and tuple (absent bounds are None); Python's TypeError for other values.
 Value slice(const Value& object, const Value& start, const Value& stop, const Value& step);
 
 }  // namespace tessera::chat

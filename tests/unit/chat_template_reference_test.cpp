@@ -283,6 +283,7 @@ TEST(ChatTemplateReference, ConstructsMatchJinja2) {
       "{{ t is false }}{{ t is boolean }}{{ n is integer }}{{ f is float }}{{ f is number }}{{ s is sequence }}",
       "{{ d is sequence }}{{ u is sequence }}{{ n is odd }}{{ n is even }}{{ n is divisibleby 7 }}{{ 3 is in l }}",
       "{{ n is eq 7 }}{{ n is ne 7 }}{{ n is gt 3 }}{{ n is lt(3) }}{{ n is ge 7 }}{{ n is le 6 }}{{ z is sameas none }}",
+      "{{ f is odd }}{{ f is even }}{{ 3.0 is odd }}{{ (not l) | select('odd') | list }}{{ none | map('string') | list }}",
       "{{ 'abc' is lower }}{{ 'ABC' is upper }}{{ 'aBc' is lower }}{{ range is callable }}{{ u is callable }}",
       // methods
       "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ s.strip(' H') }}|{{ '--x--'.strip('-') }}",
@@ -302,10 +303,11 @@ TEST(ChatTemplateReference, ConstructsMatchJinja2) {
       // errors on both sides
       "{{ u.attr }}", "{{ n + 'a' }}", "{{ l.append(1) }}", "{% for %}", "{{ 1 +* 2 }}", "{% if t %}unclosed",
       "{% set ns = 1 %}{% set ns.x = 2 %}", "{{ n / 0 }}", "{{ 'x' < 1 }}", "{{ [1] | select('odd') | length }}",
+      "{{ u | int }}", "{{ l | indent }}", "{{ n | indent }}", "{{ n[1:] }}", "{{ d[1:] }}",
   };
   std::vector<Case> cases;
   for (const char* snippet : snippets) cases.push_back({snippet, snippet, ctx});
-  expect_same(cases, cases.size() - 12);
+  expect_same(cases, cases.size() - 17);
 }
 
 // Whitespace control is where byte-identity is easiest to lose: random mixes of text, white space and tags
