@@ -176,9 +176,25 @@ std::optional<int64_t> slice_bound(const Value& v) {
   return v.as_int();
 }
 
+// hash(v) succeeds: what a dict key lookup or a set-like dict view accepts.
+bool hashable(const Value& v) {
+  if (v.is_dict()) return false;
+  if (!v.is_list()) return true;  // scalars, Undefined, and objects hashed by identity
+  switch (v.flavor()) {
+    case Flavor::Tuple:
+      for (const Value& item : v.items())
+        if (!hashable(item)) return false;
+      return true;
+    case Flavor::Range:
+    case Flavor::Generator: return true;
+    default: return false;  // list and the dict views
+  }
+}
+
 }  // namespace
 
 Value binary_op(BinaryOp op, const Value& a, const Value& b) {
+  if (op == BinaryOp::Mod && a.is_string()) fail("printf-style string formatting (str % value) is not supported");
   if (a.is_undefined()) a.fail_undefined();
   if (b.is_undefined()) b.fail_undefined();
   if (a.is_number() && b.is_number()) return arithmetic(op, a, b);
@@ -201,7 +217,6 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
     if (b_seq && a.is_integral()) return repeat(b, a.as_int());
     if (a_seq || b_seq) fail("can't multiply sequence by non-int of type '{}'", type_name(a_seq ? b : a));
   }
-  if (op == BinaryOp::Mod && a.is_string()) fail("printf-style string formatting (str % value) is not supported");
   unsupported_operands(op, a, b);
 }
 
@@ -242,12 +257,14 @@ bool contains(const Value& container, const Value& item) {
         fail("'in <string>' requires string as left operand, not {}", type_name(item));
       return container.str().find(item.str()) != std::string::npos;
     case Kind::List:
+      // The set-like views hash what they look up; a list or a generator compares item by item.
+      if ((container.flavor() == Flavor::DictKeys || container.flavor() == Flavor::DictItems) && !hashable(item))
+        fail("unhashable type: '{}'", type_name(item));
       for (const Value& v : container.items())
         if (equals(v, item)) return true;
       return false;
     case Kind::Dict:
-      if (item.is_list() && item.flavor() != Flavor::Tuple) fail("unhashable type: '{}'", type_name(item));
-      if (item.is_dict()) fail("unhashable type: 'dict'");
+      if (!hashable(item)) fail("unhashable type: '{}'", type_name(item));
       return item.is_string() && container.dict().find(item.str()) != nullptr;
     default: fail("argument of type '{}' is not iterable", type_name(container));
   }

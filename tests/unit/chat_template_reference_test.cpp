@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -310,6 +311,89 @@ TEST(ChatTemplateReference, ConstructsMatchJinja2) {
   expect_same(cases, cases.size() - 17);
 }
 
+// Deterministic xorshift: the random tests must generate the same cases on every run.
+class Rng {
+ public:
+  size_t pick(size_t n) {
+    state_ ^= state_ << 13;
+    state_ ^= state_ >> 7;
+    state_ ^= state_ << 17;
+    return size_t(state_ % n);
+  }
+
+ private:
+  uint64_t state_ = 0x9E3779B97F4A7C15ull;
+};
+
+// Random expressions over operators, filters, tests, methods and subscripts, on values of every kind: what
+// jinja2 renders we must render the same, what it rejects we must reject. Our refusals of what we do not
+// support ("... is not supported") are allowed but must stay rare.
+TEST(ChatTemplateReference, RandomExpressionsMatchJinja2) {
+  const ordered_json ctx = ordered_json::parse(R"({"s": "Héllo World", "e": "", "n": 7, "m": -3, "f": 2.5, "g": 0.1,
+    "t": true, "z": null, "l": [3, 1, 2], "w": ["a", "b"], "d": {"a": 1, "b": "x", "c": [1, 2]},
+    "msgs": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}], "u8": "日本 👩‍💻"})");
+  const char* sliceable[] = {"s", "e", "l", "w", "msgs", "u8", "'x'", "'  pad \n\t '", "'a\nb\r\nc'", "[1,'a']",
+                             "(1,2)", "'\u00a0x\u3000'", "'Hello-world (x)'"};
+  const char* scalars[] = {"n", "m", "f", "g", "t", "z", "d", "u", "1", "0", "-1", "2.0", "1.5e3", "none", "true",
+                           "false", "{}", "{'k': 1}", "range(3)"};
+  const char* subscripts[] = {"[0]", "[-1]", "[1:]", "[::-1]", "[2:5]", "[-3:]", "[::2]"};
+  const char* methods[] = {".a", "['a']", ".role", ".split()", ".strip()", ".items()", ".keys()", ".get('a')",
+                           ".startswith('H')", ".count('l')", ".split('l')", ".rstrip('d')", ".replace('l','L',1)",
+                           ".find('o')", ".lstrip('H')", ".endswith('d')", ".splitlines()", ".rsplit(' ', 1)",
+                           ".title()", ".capitalize()", ".upper()"};
+  const char* binaries[] = {"+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">", "<=", ">=", "in", "not in",
+                            "and", "or"};
+  const char* filters[] = {"length", "trim", "string", "list", "first", "last", "tojson", "join", "join(',')",
+                           "default('D')", "upper", "lower", "int", "float", "abs", "reverse", "tojson(indent=2)",
+                           "select('odd')|list", "reject('none')|list", "map('string')|list", "trim('H')",
+                           "replace('o','0')", "indent(2)", "indent(2, true, true)", "title", "capitalize",
+                           "tojson(sort_keys=true)", "tojson(ensure_ascii=true)", "map(attribute='role')|list",
+                           "selectattr('role','eq','user')|list", "rejectattr('role')|list", "float(1.5)", "int(9)"};
+  const char* tests[] = {"defined", "undefined", "none", "string", "number", "integer", "float", "mapping",
+                         "iterable", "sequence", "odd", "even", "true", "false", "boolean", "callable", "in(l)",
+                         "eq(1)"};
+  Rng rng;
+  std::function<std::string(int)> expr = [&](int depth) -> std::string {
+    const size_t r = depth > 2 ? 0 : rng.pick(100);
+    if (r < 30) {
+      if (rng.pick(2)) {
+        std::string atom = sliceable[rng.pick(std::size(sliceable))];
+        return rng.pick(3) == 0 ? atom + subscripts[rng.pick(std::size(subscripts))] : atom;
+      }
+      std::string atom = scalars[rng.pick(std::size(scalars))];
+      return rng.pick(3) == 0 ? atom + methods[rng.pick(std::size(methods))] : atom;
+    }
+    if (r < 55) return "(" + expr(depth + 1) + " " + binaries[rng.pick(std::size(binaries))] + " " + expr(depth + 1) + ")";
+    if (r < 75) return "(" + expr(depth + 1) + " | " + filters[rng.pick(std::size(filters))] + ")";
+    if (r < 85) return "(" + expr(depth + 1) + (rng.pick(2) ? " is not " : " is ") + tests[rng.pick(std::size(tests))] + ")";
+    if (r < 92) return "(not " + expr(depth + 1) + ")";
+    return "(" + expr(depth + 1) + " if " + expr(depth + 1) + " else " + expr(depth + 1) + ")";
+  };
+  std::vector<Case> cases;
+  for (int i = 0; i < 1500; ++i) {
+    const std::string src = "{{ " + expr(0) + " }}";
+    cases.push_back({src, src, ctx});
+  }
+  const std::vector<Outcome> expected = python_outcomes(cases);
+  ASSERT_EQ(expected.size(), cases.size());
+  size_t n_same = 0, n_refused = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Outcome got = cpp_outcome(cases[i]);
+    const Outcome& want = expected[i];
+    if (want.kind == Outcome::Error) {
+      EXPECT_EQ(got.kind, Outcome::Error) << cases[i].name << "\njinja2: " << want.value << "\nours: " << got.value;
+    } else if (got.kind == Outcome::Error && got.value.find("not supported") != std::string::npos) {
+      ++n_refused;
+    } else {
+      EXPECT_EQ(got.kind, want.kind) << cases[i].name << "\njinja2: " << want.value << "\nours: " << got.value;
+      EXPECT_EQ(got.value, want.value) << cases[i].name;
+      n_same += got.value == want.value;
+    }
+  }
+  EXPECT_GT(n_same, cases.size() / 3);
+  EXPECT_LT(n_refused, cases.size() / 20);
+}
+
 // Whitespace control is where byte-identity is easiest to lose: random mixes of text, white space and tags
 // with every marker (-, +) and tag kind, balanced so that they parse.
 TEST(ChatTemplateReference, RandomWhitespaceControlMatchesJinja2) {
@@ -320,13 +404,8 @@ TEST(ChatTemplateReference, RandomWhitespaceControlMatchesJinja2) {
                            "{# c -#}", "{#+ c +#}", "{% set q = 1 %}", "{%- set q = 1 -%}", "{{ i }}"};
   const char* closes_if[] = {"{% endif %}", "{%- endif %}", "{% endif -%}", "{%+ endif +%}", "{% else %}x{% endif %}"};
   const char* closes_for[] = {"{% endfor %}", "{%- endfor %}", "{% endfor -%}", "{% endfor +%}"};
-  uint64_t state = 0x9E3779B97F4A7C15ull;
-  auto pick = [&state](size_t n) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return size_t(state % n);
-  };
+  Rng rng;
+  auto pick = [&rng](size_t n) { return rng.pick(n); };
   std::vector<Case> cases;
   const ordered_json ctx = {{"t", true}, {"l", {1, 2}}};
   for (int i = 0; i < 400; ++i) {
