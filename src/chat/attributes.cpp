@@ -74,7 +74,8 @@ int64_t int_arg(const Value* v, int64_t fallback, const char* function) {
 bool affix_match(const std::string& s, const BoundArgs& a, bool prefix) {
   const char* fn = prefix ? "startswith" : "endswith";
   std::string text = s;
-  if (a.get(1) || a.get(2)) text = slice(Value(s), a.get_or(1, Value::none()), a.get_or(2, Value::none()), Value::none()).str();
+  if (a.get(1) || a.get(2))
+    text = slice(Value(s), a.get_or(1, Value::none()), a.get_or(2, Value::none()), Value::none()).str();
   auto match = [&](const Value& v) {
     const std::string& x = str_arg(&v, fn);
     if (x.size() > text.size()) return false;
@@ -182,7 +183,9 @@ Value dict_method(const Value& d, const std::string& name, const CallArgs& args)
                                                                                          : Flavor::DictItems);
 }
 
-Value bound(const Value& object, const std::string& name, Value (*method)(const Value&, const std::string&, const CallArgs&)) {
+using Method = Value (*)(const Value& self, const std::string& name, const CallArgs& args);
+
+Value bound(const Value& object, const std::string& name, Method method) {
   return Value::callable(name, [object, name, method](const CallArgs& args) { return method(object, name, args); });
 }
 

@@ -25,7 +25,8 @@ Value lookup_path(const Value& item, const Value& path, const Value* fallback) {
   } else {
     const std::string spec = to_str(path);
     for (const std::string& part : pystr::split(spec, std::string("."), -1)) {
-      const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const bool digits =
+          !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
       v = get_item(v, digits ? Value(int64_t(std::strtoll(part.c_str(), nullptr, 10))) : Value(part));
       if (fallback && v.is_undefined()) v = *fallback;
     }
@@ -231,9 +232,9 @@ Value filter_reverse(const Value& v, const CallArgs& args) {  // do_reverse
 Value filter_indent(const Value& v, const CallArgs& args) {  // do_indent
   const BoundArgs a("indent", args, {"width", "first", "blank"});
   const Value width = a.get_or(0, Value(int64_t(4)));
-  const std::string indention =
-      width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.is_integral() ? width.as_int() : 0)), ' ');
   if (!width.is_string() && !width.is_integral()) fail("indent: width must be an integer or a string");
+  const std::string indention =
+      width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
   const bool first = a.get(1) && truthy(*a.get(1)), blank = a.get(2) && truthy(*a.get(2));
   // do_indent starts with `s += "\n"` on the value itself: only a str gets through.
   if (v.is_undefined()) v.fail_undefined();

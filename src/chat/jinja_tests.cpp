@@ -88,7 +88,8 @@ bool test_in(const Value& v, const CallArgs& a) { return contains(one_arg(a, "in
 bool test_sameas(const Value& v, const CallArgs& a) {
   const Value other = one_arg(a, "sameas");
   for (const Value* x : {&v, &other})
-    if (x->kind() == Kind::None || x->kind() == Kind::Bool) return v.kind() == other.kind() && (v.is_none() || v.as_bool() == other.as_bool());
+    if (x->kind() == Kind::None || x->kind() == Kind::Bool)
+      return v.kind() == other.kind() && (v.is_none() || v.as_bool() == other.as_bool());
   if (v.identity() && other.identity() && !v.is_string() && !other.is_string()) return v.identity() == other.identity();
   fail("the test 'sameas' is only supported with none, true, false or containers");
 }

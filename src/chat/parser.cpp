@@ -590,8 +590,9 @@ class Parser {
       const std::string name = dotted_name();
       const FilterFn fn = find_filter(name);
       if (!fn)
-        fail_at(name_tok, is_jinja_filter(name) ? "the filter '" + name + "' is not supported by the chat template interpreter"
-                                                : "no filter named '" + name + "'");
+        fail_at(name_tok, is_jinja_filter(name)
+                              ? "the filter '" + name + "' is not supported by the chat template interpreter"
+                              : "no filter named '" + name + "'");
       ArgExprs args = is_op("(") ? parse_call_args() : ArgExprs{};
       value = std::make_unique<FilterExpr>(std::move(value), name, fn, std::move(args), ln);
     }

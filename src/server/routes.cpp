@@ -48,7 +48,7 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
       limiter_(options_.rate_limits),
       cache_(options_.result_cache_bytes, std::chrono::milliseconds(options_.result_cache_ttl_ms)),
       metrics_(std::make_unique<Metrics>(options_.model_name, options_.metrics_prefix)),
-      chat_template_(options_.chat_template ? *options_.chat_template : primary_->model().tokenizer().vocab().chat_template,
+      chat_template_(options_.chat_template.value_or(primary_->model().tokenizer().vocab().chat_template),
                      primary_->model().tokenizer().vocab()),
       encoder_(primary_->model().tokenizer()) {
   n_ctx_ = primary_->options().n_ctx > 0 ? primary_->options().n_ctx : primary_->model().config().n_ctx_train;
