@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chat/value.h"
 
@@ -32,9 +33,11 @@ Value get_attribute(const Value& object, const std::string& name);
 Value get_item(const Value& object, const Value& key);
 
 // The globals every render sees: range, namespace, dict, and Hugging Face's raise_exception and
-// strftime_now (local time from `now`).
+// strftime_now (local time from `now`). Every namespace() the render creates is appended to `namespaces` (which
+// must outlive the render): a namespace can be made to hold itself, and the interpreter breaks such reference
+// cycles by emptying them all when the render ends.
 using Clock = std::function<std::chrono::system_clock::time_point()>;
-Dict make_globals(const Clock& now);
+Dict make_globals(const Clock& now, std::vector<Value>& namespaces);
 
 // Binds call arguments to named parameters the way Python does (positionally, then by keyword) and reports
 // what Python would: too many arguments, an unknown keyword, a parameter given twice.

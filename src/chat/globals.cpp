@@ -111,12 +111,13 @@ BoundArgs::BoundArgs(std::string_view function, const CallArgs& args, std::initi
   }
 }
 
-Dict make_globals(const Clock& now) {
+Dict make_globals(const Clock& now, std::vector<Value>& namespaces) {
   Dict g;
   g.set("range", Value::callable("range", make_range));
   g.set("dict", Value::callable("dict", [](const CallArgs& a) { return Value::dict(make_dict(a, "dict")); }));
-  g.set("namespace", Value::callable("namespace", [](const CallArgs& a) {
-          return Value::make_namespace(make_dict(a, "namespace"));
+  g.set("namespace", Value::callable("namespace", [&namespaces](const CallArgs& a) {
+          namespaces.push_back(Value::make_namespace(make_dict(a, "namespace")));
+          return namespaces.back();
         }));
   g.set("raise_exception", Value::callable("raise_exception", [](const CallArgs& args) -> Value {
           const BoundArgs a("raise_exception", args, {"message"});

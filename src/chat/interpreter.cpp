@@ -31,7 +31,12 @@ void Interpreter::Frame::set(const std::string& name, Value value) {
   vars.emplace_back(name, std::move(value));
 }
 
-Interpreter::Interpreter(const Dict& context, const Clock& now) : context_(context), globals_(make_globals(now)) {}
+Interpreter::Interpreter(const Dict& context, const Clock& now)
+    : context_(context), globals_(make_globals(now, namespaces_)) {}
+
+Interpreter::~Interpreter() {
+  for (const Value& ns : namespaces_) ns.namespace_attrs().clear();
+}
 
 std::string Interpreter::run(const Body& body) {
   Frame root;

@@ -14,6 +14,10 @@ namespace tessera::chat {
 class Interpreter {
  public:
   Interpreter(const Dict& context, const Clock& now);
+  ~Interpreter();  // empties the render's namespaces: breaks `set ns.x = [ns]` reference cycles
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+
   std::string run(const Body& body);
 
  private:
@@ -40,6 +44,7 @@ class Interpreter {
   Value lookup(const std::string& name, Frame& frame) const;
 
   const Dict& context_;
+  std::vector<Value> namespaces_;  // every namespace() of this render; declared before globals_, which refer to it
   Dict globals_;
   std::string out_;
 };

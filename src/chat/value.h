@@ -105,6 +105,7 @@ class Dict {
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
+  void clear() { entries_.clear(); }
 
  private:
   std::vector<std::pair<std::string, Value>> entries_;
