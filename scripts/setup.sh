@@ -4,6 +4,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates python3
+  python3-jinja2  # the reference the chat-template interpreter is tested against (tests/tools/render_chat_template.py)
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libboost-dev prometheus-cpp-dev
   clang libclang-rt-14-dev

@@ -44,7 +44,7 @@ int make_model(const MakeModelOptions& o) {
   if (std::filesystem::is_directory(o.vocab_from) || o.vocab_from.ends_with(".json")) {
     HfTokenizer hf = load_hf_tokenizer(o.vocab_from);
     if (int64_t(hf.vocab.tokens.size()) < preset->n_vocab) pad_vocab(hf.vocab, preset->n_vocab);
-    tokenizer = vocab_metadata(hf.vocab, hf.chat_template);
+    tokenizer = vocab_metadata(hf.vocab);
   } else if (!o.vocab_from.empty()) {
     tokenizer = tokenizer_metadata_of(*gguf::File::open(o.vocab_from));
   }

@@ -1,11 +1,10 @@
 // `tessera perplexity`: perplexity of a model on a text, and KL divergence / top-1 agreement vs a reference.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/json_file.h"
 #include "core/error.h"
 #include "eval/perplexity.h"
 #include "model/model.h"
@@ -24,10 +23,7 @@ struct PerplexityCliOptions {
 };
 
 int run_perplexity(const PerplexityCliOptions& c) {
-  std::ifstream f(c.text_path, std::ios::binary);
-  if (!f) fail("cannot read text '{}'", c.text_path);
-  std::ostringstream s;
-  s << f.rdbuf();
+  const std::string text = read_text_file(c.text_path);
   auto model = load_model_or_embedded(c.model, c.load, c.ignore_memory_check);
   std::shared_ptr<Model> ref = c.reference.empty() ? nullptr
                                : load_model_or_embedded(c.reference == "embedded" ? "" : c.reference, {},
@@ -38,7 +34,7 @@ int run_perplexity(const PerplexityCliOptions& c) {
   o.max_windows = c.chunks;
   o.kv_type = c.kv_type;
   o.ref_kv_type = c.ref_kv_type;
-  const PerplexityResult r = evaluate_perplexity(model, ref, s.str(), o, pool);
+  const PerplexityResult r = evaluate_perplexity(model, ref, text, o, pool);
   if (c.json) {
     nlohmann::json j = {{"model", model->name()},       {"ctx", c.ctx},           {"windows", r.n_windows},
                         {"tokens_scored", r.n_scored},  {"nll", r.nll},           {"perplexity", r.perplexity},

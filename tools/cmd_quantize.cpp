@@ -3,10 +3,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "commands.h"
+#include "core/json_file.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "quant/quantizer.h"
@@ -43,14 +42,6 @@ class ProgressBar {
   std::string last_stage_;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot read calibration text '{}'", path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 int run_quantize(const QuantizeCliOptions& c) {
   quant::QuantizeOptions o;
   const auto format = quant::weight_format_from_name(c.type);
@@ -64,7 +55,7 @@ int run_quantize(const QuantizeCliOptions& c) {
     fail("invalid --group {}: INT4 groups are 32 or 128", c.group);
   }
   if (!c.calibration.empty()) {
-    o.calibration_text = read_text(c.calibration);
+    o.calibration_text = read_text_file(c.calibration);
     if (o.calibration_text.find_first_not_of(" \t\r\n") == std::string::npos) {
       fail("calibration text '{}' is empty", c.calibration);
     }

@@ -10,9 +10,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <thread>
 
+#include "chat/errors.h"
 #include "commands.h"
+#include "core/json_file.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/http_server.h"
@@ -32,6 +35,7 @@ struct ServeOptions {
   LoadOptions load;  // primary and fallback model
   std::vector<std::string> api_keys;
   std::string api_keys_file;
+  std::string chat_template_path;
   bool no_result_cache = false;
   double result_cache_mb = 64.0;
   double result_cache_ttl_s = 600.0;
@@ -74,8 +78,21 @@ int serve(ServeOptions& o) {
     for (auto& k : server::ApiKeys::read_file(o.api_keys_file)) o.service.api_keys.push_back(k);
   o.service.result_cache_bytes = o.no_result_cache ? 0 : uint64_t(o.result_cache_mb * 1024 * 1024);
   o.service.result_cache_ttl_ms = int64_t(o.result_cache_ttl_s * 1000);
+  if (!o.chat_template_path.empty()) o.service.chat_template = read_text_file(o.chat_template_path);
 
-  server::Service service(ioc, primary, fallback, o.service);
+  // The service parses the chat template: one that does not parse stops here, with its line and column.
+  std::unique_ptr<server::Service> service_owner;
+  try {
+    service_owner = std::make_unique<server::Service>(ioc, primary, fallback, o.service);
+  } catch (const chat::SyntaxError& e) {
+    fail("{} (in {}; --chat-template FILE replaces it)", e.what(),
+         o.chat_template_path.empty() ? "the model's chat template" : o.chat_template_path);
+  }
+  server::Service& service = *service_owner;
+  std::fprintf(stderr, "tessera serve: chat prompts %s\n",
+               !service.has_chat_template()      ? "join the message contents (no chat template)"
+               : o.chat_template_path.empty()    ? "use the model's chat template"
+                                                 : ("use the chat template in " + o.chat_template_path).c_str());
   server::HttpServer http(ioc, o.http,
                           [&service](server::HttpRequest&& r, std::shared_ptr<server::Responder> w) {
                             service.handle(std::move(r), std::move(w));
@@ -162,6 +179,8 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
                   "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy)");
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   cmd->add_option("--served-model-name", o->served_name, "model id for the API (default: the file name)");
+  cmd->add_option("--chat-template", o->chat_template_path,
+                  "Jinja chat template file to use instead of the model's (an empty file: no template)");
   cmd->add_option("--host", o->http.host, "address to bind")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", o->api_keys, "accepted API key (repeatable)");

@@ -3,7 +3,7 @@
 
 namespace tessera {
 
-gguf::Metadata vocab_metadata(const Vocab& vocab, const std::string& chat_template) {
+gguf::Metadata vocab_metadata(const Vocab& vocab) {
   using gguf::Value;
   gguf::Metadata m;
   m.emplace_back("tokenizer.ggml.model", Value::make_string(vocab.model));
@@ -25,13 +25,15 @@ gguf::Metadata vocab_metadata(const Vocab& vocab, const std::string& chat_templa
   m.emplace_back("tokenizer.ggml.add_bos_token", Value::make_bool(vocab.add_bos));
   m.emplace_back("tokenizer.ggml.add_eos_token", Value::make_bool(vocab.add_eos));
   m.emplace_back("tokenizer.ggml.add_space_prefix", Value::make_bool(vocab.add_space_prefix));
-  if (!chat_template.empty()) m.emplace_back("tokenizer.chat_template", Value::make_string(chat_template));
+  if (!vocab.chat_template.empty()) {
+    m.emplace_back("tokenizer.chat_template", Value::make_string(vocab.chat_template));
+  }
   if (!vocab.eog_ids.empty()) m.emplace_back("tessera.eog_token_ids", Value::make_i32_array(vocab.eog_ids));
   return m;
 }
 
-void write_vocab(gguf::Writer& writer, const Vocab& vocab, const std::string& chat_template) {
-  for (auto& [key, value] : vocab_metadata(vocab, chat_template)) writer.set(key, std::move(value));
+void write_vocab(gguf::Writer& writer, const Vocab& vocab) {
+  for (auto& [key, value] : vocab_metadata(vocab)) writer.set(key, std::move(value));
 }
 
 gguf::Metadata tokenizer_metadata_of(const gguf::File& file) {

@@ -11,10 +11,10 @@
 
 namespace tessera {
 
-// The keys for `vocab`, in the order llama.cpp's converter writes them; `chat_template` becomes
+// The keys for `vocab`, in the order llama.cpp's converter writes them; vocab.chat_template becomes
 // tokenizer.chat_template when not empty.
-gguf::Metadata vocab_metadata(const Vocab& vocab, const std::string& chat_template = {});
-void write_vocab(gguf::Writer& writer, const Vocab& vocab, const std::string& chat_template = {});
+gguf::Metadata vocab_metadata(const Vocab& vocab);
+void write_vocab(gguf::Writer& writer, const Vocab& vocab);
 
 // The tokenizer.* keys of a GGUF file (and tessera.eog_token_ids), to copy into another file.
 gguf::Metadata tokenizer_metadata_of(const gguf::File& file);

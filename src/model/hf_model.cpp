@@ -205,7 +205,7 @@ HfFolder open_hf_folder(const std::string& dir) {
   fs::path folder_name = fs::absolute(dir).lexically_normal();
   if (folder_name.filename().empty()) folder_name = folder_name.parent_path();  // "dir/"
   gguf::Metadata metadata = model_metadata(c, folder_name.filename().string());
-  for (auto& kv : vocab_metadata(tok.vocab, tok.chat_template)) metadata.push_back(std::move(kv));
+  for (auto& kv : vocab_metadata(tok.vocab)) metadata.push_back(std::move(kv));
   out.file = gguf::File::from_parts(dir, std::move(metadata), std::move(tensors), std::move(storage));
   return out;
 }

@@ -1,4 +1,4 @@
-// The chat template families, written out.
+// Chat prompts through the chat-template interpreter, and special-token-aware encoding.
 #include "server/chat_template.h"
 
 #include <algorithm>
@@ -9,172 +9,50 @@
 namespace tessera::server {
 namespace {
 
-[[noreturn]] void template_error(const std::string& message) {
-  throw ApiException(ErrorCode::TemplateError, "chat template: " + message, "messages");
-}
-
-std::string trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  const size_t e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
-
-bool contains(std::string_view text, std::string_view what) { return text.find(what) != std::string_view::npos; }
-
-// Splits off a leading system message.
-std::string take_system(const std::vector<ChatMessage>& messages, size_t& first) {
-  first = 0;
-  if (!messages.empty() && messages[0].role == "system") {
-    first = 1;
-    return messages[0].content;
+chat::Value message_list(const std::vector<ChatMessage>& messages) {
+  std::vector<chat::Value> out;
+  out.reserve(messages.size());
+  for (const ChatMessage& m : messages) {
+    chat::Dict d;
+    d.set("role", m.role);
+    d.set("content", m.content);
+    out.push_back(chat::Value::dict(std::move(d)));
   }
-  return {};
-}
-
-// User/assistant must alternate starting with user (after the optional system message).
-void check_alternation(const std::vector<ChatMessage>& messages, size_t first) {
-  for (size_t i = first; i < messages.size(); ++i) {
-    const bool want_user = (i - first) % 2 == 0;
-    if ((messages[i].role == "user") != want_user || messages[i].role == "system")
-      template_error("conversation roles must alternate user/assistant/user/assistant/...");
-  }
-}
-
-std::string render_chatml(const std::vector<ChatMessage>& m, std::string_view tmpl) {
-  std::string out;
-  // Qwen2.5's template puts a default system prompt in front when the conversation has none.
-  constexpr std::string_view kQwenDefault = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-  if ((m.empty() || m[0].role != "system") && contains(tmpl, kQwenDefault))
-    out += "<|im_start|>system\n" + std::string(kQwenDefault) + "<|im_end|>\n";
-  for (const ChatMessage& msg : m) out += "<|im_start|>" + msg.role + "\n" + msg.content + "<|im_end|>\n";
-  return out + "<|im_start|>assistant\n";
-}
-
-std::string render_llama3(const std::vector<ChatMessage>& m, std::string_view tmpl, const std::string& bos) {
-  std::string out = bos;
-  auto turn = [&](const std::string& role, const std::string& content) {
-    out += "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + trim(content) + "<|eot_id|>";
-  };
-  if (contains(tmpl, "Cutting Knowledge Date")) {
-    // Llama 3.1+: the system turn is always there, dated as the template's default.
-    size_t first = 0;
-    const std::string system = take_system(m, first);
-    out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul "
-           "2024\n\n" + trim(system) + "<|eot_id|>";
-    for (size_t i = first; i < m.size(); ++i) turn(m[i].role, m[i].content);
-  } else {
-    for (const ChatMessage& msg : m) turn(msg.role, msg.content);
-  }
-  return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
-}
-
-std::string render_llama2(const std::vector<ChatMessage>& m, const std::string& bos) {
-  size_t first = 0;
-  const std::string system = take_system(m, first);
-  check_alternation(m, first);
-  std::string out;
-  for (size_t i = first; i < m.size(); ++i) {
-    if (m[i].role == "user") {
-      std::string content = trim(m[i].content);
-      if (i == first && !system.empty()) content = "<<SYS>>\n" + trim(system) + "\n<</SYS>>\n\n" + content;
-      out += bos + "[INST] " + content + " [/INST]";
-    } else {
-      out += " " + trim(m[i].content) + " </s>";
-    }
-  }
-  return out;
-}
-
-std::string render_mistral(const std::vector<ChatMessage>& m, const std::string& bos) {
-  size_t first = 0;
-  const bool has_system = !m.empty() && m[0].role == "system";
-  const std::string system = take_system(m, first);
-  check_alternation(m, first);
-  std::string out = bos;
-  for (size_t i = first; i < m.size(); ++i) {
-    if (m[i].role == "user") {
-      // The system message goes in front of the user message that ends the conversation (Mistral's template).
-      if (i + 1 == m.size() && has_system)
-        out += "[INST]" + system + "\n\n" + m[i].content + "[/INST]";
-      else
-        out += "[INST]" + m[i].content + "[/INST]";
-    } else {
-      out += m[i].content + "</s>";
-    }
-  }
-  return out;
-}
-
-std::string render_phi3(const std::vector<ChatMessage>& m) {
-  std::string out;
-  for (const ChatMessage& msg : m) {
-    if (msg.role == "system" && msg.content.empty()) continue;
-    out += "<|" + msg.role + "|>\n" + msg.content + "<|end|>\n";
-  }
-  return out + "<|assistant|>\n";
-}
-
-std::string render_gemma(const std::vector<ChatMessage>& m, const std::string& bos) {
-  if (!m.empty() && m[0].role == "system") template_error("the system role is not supported by this model");
-  check_alternation(m, 0);
-  std::string out = bos;
-  for (const ChatMessage& msg : m)
-    out += "<start_of_turn>" + std::string(msg.role == "assistant" ? "model" : "user") + "\n" + trim(msg.content) +
-           "<end_of_turn>\n";
-  return out + "<start_of_turn>model\n";
-}
-
-std::string render_fallback(const std::vector<ChatMessage>& m, const std::string& bos) {
-  std::string out = bos;
-  for (size_t i = 0; i < m.size(); ++i) {
-    if (i) out += "\n";
-    out += m[i].content;
-  }
-  return out;
+  return chat::Value::list(std::move(out));
 }
 
 }  // namespace
 
-const char* chat_family_name(ChatFamily family) {
-  switch (family) {
-    case ChatFamily::Fallback: return "fallback";
-    case ChatFamily::ChatML: return "chatml";
-    case ChatFamily::Llama3: return "llama3";
-    case ChatFamily::Llama2: return "llama2";
-    case ChatFamily::Mistral: return "mistral";
-    case ChatFamily::Phi3: return "phi3";
-    case ChatFamily::Gemma: return "gemma";
-  }
-  return "fallback";
+ChatTemplate::ChatTemplate(const std::string& source, const Vocab& vocab) {
+  if (!source.empty()) template_ = chat::Template::parse(source);
+  const std::pair<const char*, int32_t> specials[] = {
+      {"bos_token", vocab.bos}, {"eos_token", vocab.eos}, {"unk_token", vocab.unk}, {"pad_token", vocab.pad}};
+  for (const auto& [name, id] : specials)
+    if (id >= 0) special_tokens_.set(name, vocab.tokens[size_t(id)]);
+  if (vocab.bos >= 0 && vocab.add_bos) fallback_bos_ = vocab.tokens[size_t(vocab.bos)];
 }
 
-ChatFamily detect_chat_family(std::string_view t) {
-  if (t.empty()) return ChatFamily::Fallback;
-  if (contains(t, "<|im_start|>")) return ChatFamily::ChatML;
-  if (contains(t, "<|start_header_id|>")) return ChatFamily::Llama3;
-  if (contains(t, "<start_of_turn>")) return ChatFamily::Gemma;
-  if (contains(t, "<|user|>") && contains(t, "<|end|>")) return ChatFamily::Phi3;
-  if (contains(t, "[INST]") && contains(t, "<<SYS>>")) return ChatFamily::Llama2;
-  if (contains(t, "[INST]")) return ChatFamily::Mistral;
-  return ChatFamily::Fallback;
-}
-
-ChatTemplate::ChatTemplate(ChatFamily family, std::string template_text, std::string bos_text)
-    : family_(family), template_text_(std::move(template_text)), bos_text_(std::move(bos_text)) {}
-
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
-  if (messages.empty()) template_error("no messages");
-  switch (family_) {
-    case ChatFamily::ChatML: return render_chatml(messages, template_text_);
-    case ChatFamily::Llama3: return render_llama3(messages, template_text_, bos_text_);
-    case ChatFamily::Llama2: return render_llama2(messages, bos_text_);
-    case ChatFamily::Mistral: return render_mistral(messages, bos_text_);
-    case ChatFamily::Phi3: return render_phi3(messages);
-    case ChatFamily::Gemma: return render_gemma(messages, bos_text_);
-    case ChatFamily::Fallback: return render_fallback(messages, bos_text_);
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const nlohmann::json& kwargs) const {
+  if (!template_) {
+    std::string out = fallback_bos_;
+    for (size_t i = 0; i < messages.size(); ++i) out += (i ? "\n" : "") + messages[i].content;
+    return out;
   }
-  return render_fallback(messages, bos_text_);
+  try {
+    // The request's variables first, so that the server's own (set after them) always win.
+    chat::Dict context;
+    if (kwargs.is_object())
+      for (auto it = kwargs.begin(); it != kwargs.end(); ++it) context.set(it.key(), chat::from_json(it.value()));
+    for (const auto& [name, value] : special_tokens_.entries()) context.set(name, value);
+    context.set("messages", message_list(messages));
+    context.set("tools", chat::Value::none());
+    context.set("documents", chat::Value::none());
+    context.set("add_generation_prompt", true);
+    return template_->render(context);
+  } catch (const Error& e) {
+    // raise_exception() gives the template's own words; other failures name the template line.
+    throw ApiException(ErrorCode::TemplateError, e.what(), "messages");
+  }
 }
 
 SpecialTokenEncoder::SpecialTokenEncoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {

@@ -1,48 +1,55 @@
-// Chat prompts: the conversation rendered the way the model was trained, for the template families that
-// matter (ChatML/Qwen, Llama-3, Llama-2, Mistral, Phi-3, Gemma), recognised from the GGUF's
-// tokenizer.chat_template text. Not a Jinja interpreter: each family's format is written out here.
+// Chat prompts: the conversation rendered with the model's own Jinja chat template (src/chat), the way Hugging
+// Face transformers renders it: `messages`, `add_generation_prompt` true, `tools` and `documents` None, the
+// vocabulary's bos_token / eos_token (and unk_token / pad_token when it has them), plus the request's
+// chat_template_kwargs (vLLM's extension: enable_thinking for Qwen3, ...). The template is parsed once, when the
+// server starts; one that does not parse, or uses a construct the interpreter does not support, stops the
+// server with the template's line and column (serving a chat model in a format it was not trained on would
+// answer every request with garbage). `tessera serve --chat-template FILE` replaces a model's template.
 //
-// Fallback (no template, or one that matches no family): the message contents joined by "\n", the system
-// message first, nothing after the last one: a base model simply continues the text.
+// Fallback (the model has no template): the message contents joined by "\n", after the BOS piece when the
+// vocabulary adds one: a base model simply continues the text.
 //
 // Special tokens (<|im_start|>, <|eot_id|>, ...) are emitted as text and turned into their ids by
 // SpecialTokenEncoder (as llama.cpp's parse_special: a control token spelled in user text becomes the token).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "chat/template.h"
 #include "server/openai_json.h"
 
 namespace tessera {
 class Tokenizer;
+struct Vocab;
 }
 
 namespace tessera::server {
 
-enum class ChatFamily { Fallback, ChatML, Llama3, Llama2, Mistral, Phi3, Gemma };
-const char* chat_family_name(ChatFamily family);
-
-// Recognises the family from a Jinja template's text (empty: Fallback).
-ChatFamily detect_chat_family(std::string_view template_text);
-
 class ChatTemplate {
  public:
-  // `bos_text`: the vocabulary's BOS piece ("<s>", "<|begin_of_text|>", "<bos>"); empty when it has none.
-  ChatTemplate(ChatFamily family, std::string template_text, std::string bos_text);
+  // `source`: the Jinja template, empty for none. Throws chat::SyntaxError (a tessera::Error) when it does not
+  // parse. `vocab` supplies the special-token variables; it is read here, not kept.
+  ChatTemplate(const std::string& source, const Vocab& vocab);
 
-  ChatFamily family() const { return family_; }
-  // The prompt with the assistant's turn opened. Throws ApiException(TemplateError) for a conversation the
-  // family cannot express (Gemma has no system role; Llama-2, Mistral and Gemma need user/assistant turns).
-  std::string render(const std::vector<ChatMessage>& messages) const;
+  bool has_template() const { return template_.has_value(); }
+
+  // The prompt with the assistant's turn opened. `kwargs`: extra template variables (an object); the names the
+  // server sets keep the server's values (request parsing rejects them with a 400 first). Throws ApiException(TemplateError, 400) when the template
+  // rejects the conversation: its raise_exception() message verbatim, or the interpreter's error.
+  std::string render(const std::vector<ChatMessage>& messages,
+                     const nlohmann::json& kwargs = nlohmann::json::object()) const;
 
  private:
-  ChatFamily family_;
-  std::string template_text_;
-  std::string bos_text_;
+  std::optional<chat::Template> template_;
+  chat::Dict special_tokens_;  // bos_token, eos_token, unk_token, pad_token: those the vocabulary has
+  std::string fallback_bos_;   // the BOS piece when the vocabulary adds BOS, else empty
 };
 
 // Encodes rendered chat text, mapping the vocabulary's control and user-defined tokens spelled in it to their

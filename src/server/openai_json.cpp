@@ -256,6 +256,16 @@ ApiRequest parse_chat_request(const json& body, const ParseLimits& limits) {
     if (!r.logprobs && r.top_logprobs > 0) bad("top_logprobs", "requires 'logprobs' to be true");
   }
   if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty())) bad("tools", "are not supported");
+  if (const json* v = field(body, "chat_template_kwargs"); v && !v->is_null()) {
+    if (!v->is_object()) bad("chat_template_kwargs", "must be an object");
+    // The variables the server sets itself cannot be replaced (add_generation_prompt: the reply must be the
+    // assistant's turn).
+    for (const char* reserved : {"messages", "add_generation_prompt", "tools", "documents", "bos_token", "eos_token",
+                                 "unk_token", "pad_token"})
+      if (v->contains(reserved))
+        bad("chat_template_kwargs", std::string("may not set '") + reserved + "' (the server sets it)");
+    r.chat_template_kwargs = *v;
+  }
   return r;
 }
 

@@ -30,6 +30,7 @@ struct ApiRequest {
   std::vector<int32_t> prompt_tokens;  // completions: a prompt given as token ids
   bool prompt_is_tokens = false;
   std::vector<ChatMessage> messages;   // chat
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();  // chat: extra template variables (vLLM's)
   SamplingParams sampling;             // the server's defaults, overridden by the body
   bool max_tokens_given = false;       // false: the route picks the default (16 / rest of the context)
   int32_t n = 1;

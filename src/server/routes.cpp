@@ -20,17 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string chat_template_text(const Model& model) {
-  if (const gguf::File* f = model.file())
-    if (auto t = f->find_string("tokenizer.chat_template")) return *t;
-  return {};
-}
-
-std::string bos_text(const Tokenizer& tok) {
-  const Vocab& v = tok.vocab();
-  return v.bos >= 0 && v.add_bos ? v.tokens[size_t(v.bos)] : std::string();
-}
-
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -59,8 +48,8 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
       limiter_(options_.rate_limits),
       cache_(options_.result_cache_bytes, std::chrono::milliseconds(options_.result_cache_ttl_ms)),
       metrics_(std::make_unique<Metrics>(options_.model_name, options_.metrics_prefix)),
-      chat_template_(detect_chat_family(chat_template_text(primary_->model())), chat_template_text(primary_->model()),
-                     bos_text(primary_->model().tokenizer())),
+      chat_template_(options_.chat_template.value_or(primary_->model().tokenizer().vocab().chat_template),
+                     primary_->model().tokenizer().vocab()),
       encoder_(primary_->model().tokenizer()) {
   n_ctx_ = primary_->options().n_ctx > 0 ? primary_->options().n_ctx : primary_->model().config().n_ctx_train;
   started_unix_ = unix_now();
@@ -159,7 +148,8 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Responder>& responde
 
 std::vector<int32_t> Service::tokenize_prompt(const ApiRequest& r) const {
   const Tokenizer& tok = primary_->model().tokenizer();
-  if (r.endpoint == Endpoint::ChatCompletions) return encoder_.encode(chat_template_.render(r.messages), true);
+  if (r.endpoint == Endpoint::ChatCompletions)
+    return encoder_.encode(chat_template_.render(r.messages, r.chat_template_kwargs), true);
   if (r.prompt_is_tokens) {
     for (int32_t t : r.prompt_tokens)
       if (t < 0 || t >= tok.n_vocab())

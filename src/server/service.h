@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ServiceOptions {
   int64_t result_cache_ttl_ms = 10 * 60 * 1000;
   int64_t default_timeout_ms = 0;       // 0: no deadline unless the request sets one
   ParseLimits parse_limits;
+  // Replaces the model's chat template (tessera serve --chat-template FILE); set but empty: no template (the
+  // contents-joined fallback). Absent: the model's own.
+  std::optional<std::string> chat_template;
 };
 
 class Generation;
@@ -59,6 +63,7 @@ class Service {
   int64_t n_in_flight() const { return n_in_flight_.load(); }
 
   Metrics& metrics() { return *metrics_; }
+  bool has_chat_template() const { return chat_template_.has_template(); }
 
  private:
   friend class Generation;

@@ -33,29 +33,11 @@ const ByteAlphabet& alphabet() {
   return table;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // Raw bytes -> the byte alphabet (what vocabulary pieces are spelled in).
 std::string to_alphabet(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size() * 2);
-  for (const char c : bytes) append_utf8(out, alphabet().to_cp[static_cast<uint8_t>(c)]);
+  for (const char c : bytes) utf8::append(out, alphabet().to_cp[static_cast<uint8_t>(c)]);
   return out;
 }
 

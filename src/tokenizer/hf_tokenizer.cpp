@@ -65,17 +65,17 @@ HfTokenizer load_hf_tokenizer(const std::string& path) {
 
   const fs::path config_path = dir / "tokenizer_config.json";
   if (fs::exists(config_path)) {
-    t.chat_template = chat_template_of(read_json_file(config_path.string()), config_path.string());
-    if (!t.chat_template.empty()) t.chat_template_source = config_path.string();
+    t.vocab.chat_template = chat_template_of(read_json_file(config_path.string()), config_path.string());
+    if (!t.vocab.chat_template.empty()) t.chat_template_source = config_path.string();
   }
   // Newer folders keep the template in its own file.
-  if (t.chat_template.empty() && fs::exists(dir / "chat_template.jinja")) {
-    t.chat_template = read_text_file((dir / "chat_template.jinja").string());
+  if (t.vocab.chat_template.empty() && fs::exists(dir / "chat_template.jinja")) {
+    t.vocab.chat_template = read_text_file((dir / "chat_template.jinja").string());
     t.chat_template_source = (dir / "chat_template.jinja").string();
   }
-  t.notes.push_back(t.chat_template.empty() ? std::string("chat template: none")
-                                            : fmt::format("chat template: {} ({} bytes)", t.chat_template_source,
-                                                          t.chat_template.size()));
+  t.notes.push_back(t.vocab.chat_template.empty() ? std::string("chat template: none")
+                                                  : fmt::format("chat template: {} ({} bytes)", t.chat_template_source,
+                                                                t.vocab.chat_template.size()));
 
   fs::path stops_path = dir / "generation_config.json";
   if (!fs::exists(stops_path)) stops_path = dir / "config.json";

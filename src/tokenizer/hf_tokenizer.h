@@ -10,8 +10,7 @@
 namespace tessera {
 
 struct HfTokenizer {
-  Vocab vocab;
-  std::string chat_template;         // Jinja source; empty when the folder has none
+  Vocab vocab;                       // vocab.chat_template: the Jinja source, empty when the folder has none
   std::string chat_template_source;  // the file it came from, for messages
   std::vector<std::string> notes;    // what was found, one line each (tessera info)
 };

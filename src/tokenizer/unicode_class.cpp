@@ -7,12 +7,6 @@
 namespace tessera::unicode {
 namespace {
 
-bool in_ranges(const CodeRange* ranges, size_t count, uint32_t cp) {
-  const CodeRange* end = ranges + count;
-  const CodeRange* it = std::upper_bound(ranges, end, cp, [](uint32_t c, const CodeRange& r) { return c < r.first; });
-  return it != ranges && cp <= (it - 1)->last;
-}
-
 const std::array<uint8_t, 0x10000>& bmp_table() {
   static const auto table = [] {
     std::array<uint8_t, 0x10000> t{};
@@ -23,6 +17,12 @@ const std::array<uint8_t, 0x10000>& bmp_table() {
 }
 
 }  // namespace
+
+bool in_ranges(const CodeRange* ranges, size_t count, uint32_t cp) {
+  const CodeRange* end = ranges + count;
+  const CodeRange* it = std::upper_bound(ranges, end, cp, [](uint32_t c, const CodeRange& r) { return c < r.first; });
+  return it != ranges && cp <= (it - 1)->last;
+}
 
 CharClass char_class_slow(uint32_t cp) {
   if (in_ranges(kLetterRanges, kLetterRangesCount, cp)) return kLetter;

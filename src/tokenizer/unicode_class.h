@@ -11,6 +11,9 @@ struct CodeRange {
   uint32_t first, last;  // inclusive
 };
 
+// Whether `cp` lies in one of `count` sorted, disjoint ranges (binary search).
+bool in_ranges(const CodeRange* ranges, size_t count, uint32_t cp);
+
 // Generated tables (unicode_ranges.cpp, from scripts/gen_unicode_ranges.py).
 extern const CodeRange kLetterRanges[];
 extern const size_t kLetterRangesCount;

@@ -58,4 +58,39 @@ bool is_valid(std::string_view text) {
   return true;
 }
 
+void append(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+uint32_t decode(std::string_view text, size_t& pos) {
+  const auto lead = static_cast<uint8_t>(text[pos]);
+  if (lead < 0x80) {
+    ++pos;
+    return lead;
+  }
+  const Seq seq = scan(text, pos);
+  if (seq.state != SeqState::Valid) {
+    pos += seq.length;
+    return 0xFFFD;
+  }
+  uint32_t cp = lead & (0x7F >> seq.length);
+  for (size_t k = 1; k < seq.length; ++k) cp = (cp << 6) | (static_cast<uint8_t>(text[pos + k]) & 0x3F);
+  pos += seq.length;
+  return cp;
+}
+
 }  // namespace tessera::utf8

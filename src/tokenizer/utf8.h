@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,13 @@ inline size_t char_length(std::string_view text, size_t pos) {
 std::string sanitize(std::string_view text);
 
 bool is_valid(std::string_view text);
+
+// Appends code point `cp` (at most U+10FFFF, not a surrogate) as UTF-8.
+void append(std::string& out, uint32_t cp);
+
+// The code point at text[pos], advancing `pos` past it; an ill-formed sequence yields U+FFFD and advances by
+// its maximal subpart (as sanitize() would replace it).
+uint32_t decode(std::string_view text, size_t& pos);
 
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 

@@ -129,6 +129,7 @@ Vocab vocab_from_gguf(const gguf::File& file) {
       }
     }
   }
+  if (file.find("tokenizer.chat_template")) vocab.chat_template = file.get_string("tokenizer.chat_template");
 
   // SentencePiece vocabularies reserve 0, 1, 2 for <unk>, <s>, </s> when the file does not say otherwise.
   vocab.bos = find_token_id(file, "tokenizer.ggml.bos_token_id").value_or(is_spm ? 1 : -1);

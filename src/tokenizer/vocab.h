@@ -40,6 +40,9 @@ struct Vocab {
   // list, e.g. Llama-3.1's <|eom_id|> and <|eot_id|>), beyond `eos`. GGUF has no standard key for a list, so
   // Tessera stores it as "tessera.eog_token_ids"; other tools find these tokens by their text.
   std::vector<int32_t> eog_ids;
+  // The model's Jinja chat template (GGUF tokenizer.chat_template, or chat_template in a Hugging Face
+  // tokenizer_config.json); empty when the model has none. The server renders chat prompts with it.
+  std::string chat_template;
 };
 
 // Reads the tokenizer.ggml.* keys. Throws tessera::Error naming the key when data is missing or inconsistent

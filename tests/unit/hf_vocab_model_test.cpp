@@ -31,7 +31,7 @@ TEST(TokenizerBpeHf, SyntheticModelWithTheQwen3Vocabulary) {
   p.head_dim = 32;
   p.n_ff = 64;
   pad_vocab(hf.vocab, p.n_vocab);
-  const gguf::Metadata tokenizer = vocab_metadata(hf.vocab, hf.chat_template);
+  const gguf::Metadata tokenizer = vocab_metadata(hf.vocab);
   const std::string path = "/tmp/tessera_qwen3_vocab_" + std::to_string(::getpid()) + ".gguf";
   ThreadPool pool(2);
   write_synthetic_model(p, plan_synthetic_model(p, TensorType::Q8_0, 1), path, &tokenizer, pool);

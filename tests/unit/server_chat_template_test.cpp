@@ -1,12 +1,15 @@
-// Chat template families: detection from the real templates in shared/chat-templates and the exact text each
-// renders, plus special-token-aware encoding on the embedded model's vocabulary.
+// The server's chat prompts: the real templates in shared/chat-templates rendered through ChatTemplate with a
+// vocabulary's special tokens and request kwargs (the expected texts are jinja2's), template errors as 400s,
+// the no-template fallback, and special-token-aware encoding on the embedded model's vocabulary.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "chat/errors.h"
 #include "model/model.h"
 #include "server/chat_template.h"
 #include "server/errors.h"
@@ -16,91 +19,149 @@ namespace tessera::server {
 namespace {
 
 std::string read_template(const std::string& name) {
-  std::ifstream in(testing::shared_path("chat-templates/" + name));
+  std::ifstream in(testing::shared_path("chat-templates/" + name), std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
-  return ss.str();
+  const std::string text = ss.str();
+  EXPECT_FALSE(text.empty()) << name;
+  if (name.ends_with(".json")) return nlohmann::json::parse(text)["chat_template"].get<std::string>();
+  return text;
+}
+
+// A three-token vocabulary whose BOS and EOS pieces are the family's.
+Vocab vocab_with(const std::string& bos, const std::string& eos, bool add_bos = true) {
+  Vocab v;
+  v.model = "llama";
+  v.tokens = {"<unk>", bos, eos};
+  v.scores = {0, 0, 0};
+  v.kinds = {TokenKind::Unknown, TokenKind::Control, TokenKind::Control};
+  v.unk = 0;
+  v.bos = 1;
+  v.eos = 2;
+  v.add_bos = add_bos;
+  return v;
 }
 
 const std::vector<ChatMessage> kSysUser = {{"system", "Be brief."}, {"user", "Hi there"}};
 const std::vector<ChatMessage> kUser = {{"user", "Hi there"}};
 const std::vector<ChatMessage> kTurns = {{"user", "A"}, {"assistant", "B"}, {"user", "C"}};
 
-std::string render(const std::string& file, const std::string& bos, const std::vector<ChatMessage>& m) {
-  const std::string t = read_template(file);
-  EXPECT_FALSE(t.empty()) << file;
-  return ChatTemplate(detect_chat_family(t), t, bos).render(m);
+std::string render(const std::string& file, const Vocab& vocab, const std::vector<ChatMessage>& m,
+                   const nlohmann::json& kwargs = nlohmann::json::object()) {
+  return ChatTemplate(read_template(file), vocab).render(m, kwargs);
 }
 
-TEST(ServerChatTemplate, DetectsFamiliesOfRealTemplates) {
-  EXPECT_EQ(detect_chat_family(read_template("Qwen-Qwen2.5-7B-Instruct.jinja")), ChatFamily::ChatML);
-  EXPECT_EQ(detect_chat_family(read_template("meta-llama-Llama-3.1-8B-Instruct.jinja")), ChatFamily::Llama3);
-  EXPECT_EQ(detect_chat_family(read_template("meta-llama-Llama-3.2-3B-Instruct.jinja")), ChatFamily::Llama3);
-  EXPECT_EQ(detect_chat_family(read_template("microsoft-Phi-3.5-mini-instruct.jinja")), ChatFamily::Phi3);
-  EXPECT_EQ(detect_chat_family(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja")), ChatFamily::Mistral);
-  EXPECT_EQ(detect_chat_family(read_template("google-gemma-2-2b-it.jinja")), ChatFamily::Gemma);
-  const auto qwen3 = nlohmann::json::parse(read_template("qwen3-tokenizer_config.json"));
-  EXPECT_EQ(detect_chat_family(qwen3["chat_template"].get<std::string>()), ChatFamily::ChatML);
-  EXPECT_EQ(detect_chat_family(""), ChatFamily::Fallback);
-  EXPECT_EQ(detect_chat_family("{{ messages }}"), ChatFamily::Fallback);
-  EXPECT_EQ(detect_chat_family("[INST] <<SYS>>\\n{{ system }}"), ChatFamily::Llama2);
-}
-
-TEST(ServerChatTemplate, ChatMLQwen) {
-  EXPECT_EQ(render("Qwen-Qwen2.5-7B-Instruct.jinja", "", kSysUser),
+TEST(ServerChatTemplate, QwenWithTheThinkingSwitch) {
+  const Vocab v = vocab_with("<|endoftext|>", "<|im_end|>", false);
+  EXPECT_EQ(render("Qwen-Qwen2.5-7B-Instruct.jinja", v, kSysUser),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
-  // Qwen2.5 adds its default system prompt.
-  EXPECT_EQ(render("Qwen-Qwen2.5-7B-Instruct.jinja", "", kUser),
+  EXPECT_EQ(render("Qwen-Qwen2.5-7B-Instruct.jinja", v, kUser),
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
-  const auto qwen3 = nlohmann::json::parse(read_template("qwen3-tokenizer_config.json"));
-  const std::string t = qwen3["chat_template"];
-  EXPECT_EQ(ChatTemplate(detect_chat_family(t), t, "").render(kUser),
-            "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render("qwen3-tokenizer_config.json", v, kUser), "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render("qwen3-tokenizer_config.json", v, kUser, {{"enable_thinking", false}}),
+            "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
-TEST(ServerChatTemplate, Llama3) {
-  EXPECT_EQ(render("meta-llama-Llama-3.1-8B-Instruct.jinja", "<|begin_of_text|>", kSysUser),
+TEST(ServerChatTemplate, LlamaUsesTheVocabularysBos) {
+  const Vocab v = vocab_with("<|begin_of_text|>", "<|eot_id|>");
+  EXPECT_EQ(render("meta-llama-Llama-3.1-8B-Instruct.jinja", v, kSysUser),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
             "Today Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi there"
             "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  const std::string llama3_0 =
-      "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}";
-  EXPECT_EQ(ChatTemplate(detect_chat_family(llama3_0), llama3_0, "<|begin_of_text|>").render(kUser),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Llama 3.2 dates the prompt with strftime_now: today, on the server's clock.
+  auto today = [] {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%d %b %Y", &tm);
+    return std::string(buf);
+  };
+  const std::string before = today();
+  const std::string prompt = render("meta-llama-Llama-3.2-3B-Instruct.jinja", v, kUser);
+  const std::string after = today();
+  auto expected = [](const std::string& date) {
+    return "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+           "Today Date: " + date + "\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+           "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  };
+  EXPECT_TRUE(prompt == expected(before) || prompt == expected(after)) << prompt;
 }
 
 TEST(ServerChatTemplate, MistralPhiGemmaLlama2) {
-  EXPECT_EQ(render("mistralai-Mistral-Nemo-Instruct-2407.jinja", "<s>", kSysUser), "<s>[INST]Be brief.\n\nHi there[/INST]");
-  EXPECT_EQ(render("mistralai-Mistral-Nemo-Instruct-2407.jinja", "<s>", kTurns), "<s>[INST]A[/INST]B</s>[INST]C[/INST]");
-  EXPECT_EQ(render("microsoft-Phi-3.5-mini-instruct.jinja", "<s>", kSysUser),
+  const Vocab mistral = vocab_with("<s>", "</s>");
+  EXPECT_EQ(render("mistralai-Mistral-Nemo-Instruct-2407.jinja", mistral, kSysUser), "<s>[INST]Be brief.\n\nHi there[/INST]");
+  EXPECT_EQ(render("mistralai-Mistral-Nemo-Instruct-2407.jinja", mistral, kTurns), "<s>[INST]A[/INST]B</s>[INST]C[/INST]");
+  EXPECT_EQ(render("microsoft-Phi-3.5-mini-instruct.jinja", vocab_with("<s>", "<|endoftext|>"), kSysUser),
             "<|system|>\nBe brief.<|end|>\n<|user|>\nHi there<|end|>\n<|assistant|>\n");
-  EXPECT_EQ(render("google-gemma-2-2b-it.jinja", "<bos>", kTurns),
+  EXPECT_EQ(render("google-gemma-2-2b-it.jinja", vocab_with("<bos>", "<eos>"), kTurns),
             "<bos><start_of_turn>user\nA<end_of_turn>\n<start_of_turn>model\nB<end_of_turn>\n<start_of_turn>user\nC"
             "<end_of_turn>\n<start_of_turn>model\n");
-  const std::string llama2 = "[INST] <<SYS>>\\n";
-  EXPECT_EQ(ChatTemplate(ChatFamily::Llama2, llama2, "<s>").render(kSysUser),
-            "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi there [/INST]");
-  EXPECT_EQ(ChatTemplate(ChatFamily::Llama2, llama2, "<s>").render(kTurns), "<s>[INST] A [/INST] B </s><s>[INST] C [/INST]");
+  // Llama 2's template (from its tokenizer_config.json), which no file in shared/ carries.
+  const std::string llama2 =
+      "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+      "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif "
+      "%}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
+      "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if "
+      "loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+      "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if "
+      "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] "
+      "== 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
+  EXPECT_EQ(ChatTemplate(llama2, mistral).render(kSysUser), "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi there [/INST]");
+  std::vector<ChatMessage> turns = kTurns;
+  turns.push_back({"assistant", " D "});
+  EXPECT_EQ(ChatTemplate(llama2, mistral).render(turns), "<s>[INST] A [/INST] B </s><s>[INST] C [/INST] D </s>");
 }
 
-TEST(ServerChatTemplate, TemplateErrorsAre400) {
+TEST(ServerChatTemplate, RejectedConversationsAre400WithTheTemplatesMessage) {
   const std::vector<ChatMessage> two_users = {{"user", "a"}, {"user", "b"}};
-  for (auto [family, messages] : {std::pair{ChatFamily::Gemma, kSysUser}, std::pair{ChatFamily::Gemma, two_users},
-                                  std::pair{ChatFamily::Mistral, two_users}, std::pair{ChatFamily::Llama2, two_users}}) {
+  const struct {
+    const char* file;
+    std::vector<ChatMessage> messages;
+    const char* message;
+  } cases[] = {
+      {"google-gemma-2-2b-it.jinja", kSysUser, "System role not supported"},
+      {"google-gemma-2-2b-it.jinja", two_users, "Conversation roles must alternate user/assistant/user/assistant/..."},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", two_users,
+       "After the optional system message, conversation roles must alternate user/assistant/user/assistant/..."},
+  };
+  for (const auto& c : cases) {
     try {
-      ChatTemplate(family, "", "").render(messages);
-      ADD_FAILURE() << chat_family_name(family);
+      render(c.file, vocab_with("<s>", "</s>"), c.messages);
+      ADD_FAILURE() << c.file << " accepted the conversation";
     } catch (const ApiException& e) {
       EXPECT_EQ(e.error().code, ErrorCode::TemplateError);
       EXPECT_EQ(http_status(e.error().code), 400);
+      EXPECT_EQ(e.error().message, c.message);
+      EXPECT_EQ(e.error().param, "messages");
     }
+  }
+  // Other render failures are 400s too, naming the template line.
+  try {
+    ChatTemplate("\n{{ messages[0].content + 1 }}", vocab_with("<s>", "</s>")).render(kUser);
+    ADD_FAILURE();
+  } catch (const ApiException& e) {
+    EXPECT_EQ(e.error().code, ErrorCode::TemplateError);
+    EXPECT_EQ(e.error().message, "chat template line 2: can only concatenate str (not \"int\") to str");
+  }
+}
+
+TEST(ServerChatTemplate, ABadTemplateFailsWhenLoaded) {
+  try {
+    ChatTemplate("{% for m in messages %}{{ m | safe }}{% endfor %}", vocab_with("<s>", "</s>"));
+    ADD_FAILURE() << "parsed";
+  } catch (const chat::SyntaxError& e) {
+    EXPECT_EQ(e.line(), 1);
+    EXPECT_STREQ(e.what(), "chat template line 1, column 31: the filter 'safe' is not supported by the chat template "
+                           "interpreter");
   }
 }
 
 TEST(ServerChatTemplate, FallbackJoinsContents) {
-  EXPECT_EQ(ChatTemplate(ChatFamily::Fallback, "", "").render(kTurns), "A\nB\nC");
+  EXPECT_FALSE(ChatTemplate("", vocab_with("<s>", "</s>")).has_template());
+  EXPECT_EQ(ChatTemplate("", vocab_with("<s>", "</s>", false)).render(kTurns), "A\nB\nC");
+  EXPECT_EQ(ChatTemplate("", vocab_with("<s>", "</s>", true)).render(kTurns), "<s>A\nB\nC");
 }
 
 TEST(ServerChatTemplate, SpecialTokensBecomeTheirIds) {

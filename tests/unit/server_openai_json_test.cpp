@@ -114,6 +114,19 @@ TEST(ServerOpenAiJson, ParsesChat) {
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(r.top_logprobs, 2);
   EXPECT_EQ(r.sampling.max_tokens, 9);
+  EXPECT_EQ(r.chat_template_kwargs, json::object());
+}
+
+TEST(ServerOpenAiJson, ChatTemplateKwargs) {
+  const json user = {{{"role", "user"}, {"content", "x"}}};
+  const ApiRequest r = parse_chat_request({{"messages", user}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  EXPECT_EQ(r.chat_template_kwargs, json({{"enable_thinking", false}}));
+  EXPECT_EQ(parse_chat_request({{"messages", user}, {"chat_template_kwargs", nullptr}}).chat_template_kwargs, json::object());
+  EXPECT_EQ(chat_error({{"messages", user}, {"chat_template_kwargs", "x"}}).param, "chat_template_kwargs");
+  // The variables the server sets cannot be replaced.
+  const ApiError e = chat_error({{"messages", user}, {"chat_template_kwargs", {{"add_generation_prompt", false}}}});
+  EXPECT_EQ(e.param, "chat_template_kwargs");
+  EXPECT_EQ(e.message, "'chat_template_kwargs' may not set 'add_generation_prompt' (the server sets it)");
 }
 
 TEST(ServerOpenAiJson, RejectsBadChat) {

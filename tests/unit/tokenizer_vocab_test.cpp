@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "formats/vocab_gguf.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,6 +44,8 @@ TEST(TokenizerVocab, Phi3AndGpt2) {
   EXPECT_EQ(phi3.eos, 32000);
   EXPECT_EQ(phi3.pad, 32000);
   EXPECT_EQ(phi3.kinds[2], TokenKind::UserDefined);
+  // The chat template travels with the vocabulary (the server renders chat prompts with it).
+  EXPECT_NE(phi3.chat_template.find("<|user|>"), std::string::npos);
 
   // Byte-level BPE: merges and the pre-tokenizer name come along.
   const auto gpt2 = vocab_from_gguf(*gguf::File::open(shared_path("tokenizer-vectors/ggml-vocab-gpt-2.gguf")));
@@ -51,6 +54,7 @@ TEST(TokenizerVocab, Phi3AndGpt2) {
   EXPECT_EQ(gpt2.pre, "gpt-2");
   ASSERT_EQ(gpt2.merges.size(), 50000u);
   EXPECT_EQ(gpt2.merges[0], "\xC4\xA0 t");  // "Ġ t"
+  EXPECT_EQ(gpt2.chat_template, "");
   EXPECT_NE(make_tokenizer(gpt2), nullptr);
 
   // A tokenizer model nobody implements: the error names it.
@@ -124,6 +128,20 @@ TEST_F(TokenizerVocabErrors, ReportsWhatIsWrong) {
   expect_error([](gguf::Writer& w) { w.set_string("tokenizer.ggml.tokens", "x"); }, "tokenizer.ggml.tokens");
   expect_error([](gguf::Writer& w) { w.set_string("tokenizer.ggml.model", "rwkv"); }, "rwkv");
   expect_error([](gguf::Writer& w) { w.set_u32("tokenizer.ggml.model", 3); }, "tokenizer.ggml.model");
+}
+
+TEST_F(TokenizerVocabErrors, ChatTemplateRoundTrips) {
+  EXPECT_EQ(load_error([](gguf::Writer& w) { w.set_string("tokenizer.chat_template", "{{ messages }}"); }), "");
+  EXPECT_EQ(vocab_from_gguf(*gguf::File::open(path_)).chat_template, "{{ messages }}");
+  Vocab vocab = vocab_from_gguf(*gguf::File::open(path_));
+  vocab.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  gguf::Writer writer;
+  write_vocab(writer, vocab);
+  writer.write(path_);
+  EXPECT_EQ(vocab_from_gguf(*gguf::File::open(path_)).chat_template, vocab.chat_template);
+  // Not a string: the error names the key.
+  EXPECT_NE(load_error([](gguf::Writer& w) { w.set_u32("tokenizer.chat_template", 1); }).find("tokenizer.chat_template"),
+            std::string::npos);
 }
 
 TEST_F(TokenizerVocabErrors, MissingKeys) {

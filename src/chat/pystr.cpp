@@ -1,0 +1,304 @@
+// Python str operations over UTF-8.
+#include "chat/pystr.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "chat/unicode_tables.h"
+#include "core/error.h"
+#include "tokenizer/utf8.h"
+
+namespace tessera::chat::pystr {
+namespace {
+
+bool is_line_break(char32_t c) {
+  return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || (c >= 0x1C && c <= 0x1E) || c == 0x85 || c == 0x2028 ||
+         c == 0x2029;
+}
+
+void require_ascii_case(std::u32string_view text, const char* what) {
+  for (char32_t c : text)
+    if (cased_non_ascii(c))
+      fail("{}: case mapping of non-ASCII letters is not supported (U+{:04X})", what, static_cast<uint32_t>(c));
+}
+
+char32_t ascii_upper(char32_t c) { return c >= 'a' && c <= 'z' ? c - 32 : c; }
+char32_t ascii_lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+bool ascii_letter(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// Python splits on white space by skipping runs of it; this finds the parts of `text` between runs.
+std::vector<std::u32string> split_whitespace(std::u32string_view s, int64_t maxsplit, bool from_right) {
+  std::vector<std::u32string> parts;
+  if (!from_right) {
+    size_t i = 0;
+    while (true) {
+      while (i < s.size() && py_space(s[i])) ++i;
+      if (i == s.size()) break;
+      if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {  // the rest, trailing white space included
+        parts.emplace_back(s.substr(i));
+        break;
+      }
+      size_t j = i;
+      while (j < s.size() && !py_space(s[j])) ++j;
+      parts.emplace_back(s.substr(i, j - i));
+      i = j;
+    }
+    return parts;
+  }
+  size_t i = s.size();
+  while (true) {
+    while (i > 0 && py_space(s[i - 1])) --i;
+    if (i == 0) break;
+    if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {  // the rest, leading white space included
+      parts.emplace_back(s.substr(0, i));
+      break;
+    }
+    size_t j = i;
+    while (j > 0 && !py_space(s[j - 1])) --j;
+    parts.emplace_back(s.substr(j, i - j));
+    i = j;
+  }
+  std::reverse(parts.begin(), parts.end());
+  return parts;
+}
+
+}  // namespace
+
+std::u32string decode(std::string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) out.push_back(utf8::decode(text, pos));
+  return out;
+}
+
+std::string encode(std::u32string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char32_t c : text) utf8::append(out, c);
+  return out;
+}
+
+size_t length(std::string_view text) {
+  size_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;  // count lead bytes
+  return n;
+}
+
+std::string strip(std::string_view text, Side side, const std::optional<std::string>& chars) {
+  const std::u32string s = decode(text);
+  const std::u32string set = chars ? decode(*chars) : std::u32string();
+  auto strippable = [&](char32_t c) { return chars ? set.find(c) != std::u32string::npos : py_space(c); };
+  size_t b = 0, e = s.size();
+  if (side != Side::Right)
+    while (b < e && strippable(s[b])) ++b;
+  if (side != Side::Left)
+    while (e > b && strippable(s[e - 1])) --e;
+  return encode(std::u32string_view(s).substr(b, e - b));
+}
+
+std::vector<std::string> split(std::string_view text, const std::optional<std::string>& sep, int64_t maxsplit,
+                               bool from_right) {
+  std::vector<std::string> out;
+  if (!sep) {
+    for (const std::u32string& part : split_whitespace(decode(text), maxsplit, from_right)) out.push_back(encode(part));
+    return out;
+  }
+  if (sep->empty()) fail("empty separator");
+  // Byte-wise search is exact: a valid UTF-8 separator only matches at code point boundaries.
+  if (!from_right) {
+    size_t start = 0;
+    while (maxsplit < 0 || int64_t(out.size()) < maxsplit) {
+      const size_t hit = text.find(*sep, start);
+      if (hit == std::string_view::npos) break;
+      out.emplace_back(text.substr(start, hit - start));
+      start = hit + sep->size();
+    }
+    out.emplace_back(text.substr(start));
+    return out;
+  }
+  size_t end = text.size();
+  while (maxsplit < 0 || int64_t(out.size()) < maxsplit) {
+    if (end < sep->size()) break;
+    const size_t hit = text.rfind(*sep, end - sep->size());
+    if (hit == std::string_view::npos) break;
+    out.emplace_back(text.substr(hit + sep->size(), end - hit - sep->size()));
+    end = hit;
+  }
+  out.emplace_back(text.substr(0, end));
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> splitlines(std::string_view text) {
+  const std::u32string s = decode(text);
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!is_line_break(s[i])) continue;
+    out.push_back(encode(std::u32string_view(s).substr(start, i - start)));
+    if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+    start = i + 1;
+  }
+  if (start < s.size()) out.push_back(encode(std::u32string_view(s).substr(start)));
+  return out;
+}
+
+std::string replace(std::string_view text, std::string_view old, std::string_view replacement, int64_t count) {
+  std::string out;
+  int64_t done = 0;
+  if (old.empty()) {
+    // Python inserts the replacement before every code point and at the end, `count` times at most.
+    size_t pos = 0;
+    while (true) {
+      if (count >= 0 && done >= count) break;
+      out.append(replacement);
+      ++done;
+      if (pos >= text.size()) break;
+      const size_t next = pos + utf8::char_length(text, pos);
+      out.append(text.substr(pos, next - pos));
+      pos = next;
+    }
+    out.append(text.substr(std::min(pos, text.size())));
+    return out;
+  }
+  size_t start = 0;
+  while (count < 0 || done < count) {
+    const size_t hit = text.find(old, start);
+    if (hit == std::string_view::npos) break;
+    out.append(text.substr(start, hit - start));
+    out.append(replacement);
+    start = hit + old.size();
+    ++done;
+  }
+  out.append(text.substr(start));
+  return out;
+}
+
+std::string upper(std::string_view text, const char* what) {
+  std::u32string s = decode(text);
+  require_ascii_case(s, what);
+  for (char32_t& c : s) c = ascii_upper(c);
+  return encode(s);
+}
+
+std::string lower(std::string_view text, const char* what) {
+  std::u32string s = decode(text);
+  require_ascii_case(s, what);
+  for (char32_t& c : s) c = ascii_lower(c);
+  return encode(s);
+}
+
+std::string capitalize(std::string_view text, const char* what) {
+  std::u32string s = decode(text);
+  require_ascii_case(s, what);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = i == 0 ? ascii_upper(s[i]) : ascii_lower(s[i]);
+  return encode(s);
+}
+
+std::string title(std::string_view text, const char* what) {
+  std::u32string s = decode(text);
+  require_ascii_case(s, what);
+  // A letter that follows a cased character is lowered, any other is upper-cased (str.title's word rule).
+  bool previous_cased = false;
+  for (char32_t& c : s) {
+    c = previous_cased ? ascii_lower(c) : ascii_upper(c);
+    previous_cased = ascii_letter(c);
+  }
+  return encode(s);
+}
+
+std::string repr(std::string_view text) {
+  const bool has_single = text.find('\'') != std::string_view::npos;
+  const bool has_double = text.find('"') != std::string_view::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t begin = pos;
+    const uint32_t c = utf8::decode(text, pos);
+    if (c == static_cast<uint32_t>(quote) || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (!py_printable(c)) {
+      char buf[16];
+      if (c < 0x100)
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      else if (c < 0x10000)
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      else
+        std::snprintf(buf, sizeof buf, "\\U%08x", c);
+      out += buf;
+    } else {
+      out.append(text.substr(begin, pos - begin));
+    }
+  }
+  out.push_back(quote);
+  return out;
+}
+
+std::string float_repr(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  // The shortest round-trip digits in scientific form ("d.ddde±x"), laid out again by Python's rule.
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
+  const std::string sci(buf, res.ptr);
+  const size_t e_pos = sci.find('e');
+  std::string mantissa = sci.substr(0, e_pos);
+  const int exponent = std::stoi(sci.substr(e_pos + 1));
+  const bool negative = mantissa[0] == '-';
+  if (negative) mantissa.erase(0, 1);
+  std::string digits;
+  for (char c : mantissa)
+    if (c != '.') digits.push_back(c);
+  std::string out = negative ? "-" : "";
+  const int point = exponent + 1;  // digits before the decimal point
+  if (point > -4 && point <= 16) {
+    if (point <= 0) {
+      out += "0." + std::string(size_t(-point), '0') + digits;
+    } else if (size_t(point) >= digits.size()) {
+      out += digits + std::string(size_t(point) - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, size_t(point)) + "." + digits.substr(size_t(point));
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  char exp[16];
+  std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+  return out + exp;
+}
+
+std::vector<int64_t> slice_indices(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
+                                   int64_t step) {
+  // PySlice_AdjustIndices: negative bounds count from the end, then clamp to the range the step can visit.
+  auto adjust = [&](std::optional<int64_t> v, int64_t fallback) {
+    if (!v) return fallback;
+    int64_t x = *v;
+    if (x < 0) {
+      x += length;
+      if (x < 0) x = step < 0 ? -1 : 0;
+    } else if (x >= length) {
+      x = step < 0 ? length - 1 : length;
+    }
+    return x;
+  };
+  const int64_t b = adjust(start, step < 0 ? length - 1 : 0);
+  const int64_t e = adjust(stop, step < 0 ? -1 : length);
+  std::vector<int64_t> out;
+  if (step > 0)
+    for (int64_t i = b; i < e; i += step) out.push_back(i);
+  else
+    for (int64_t i = b; i > e; i += step) out.push_back(i);
+  return out;
+}
+
+}  // namespace tessera::chat::pystr
