@@ -152,7 +152,9 @@ TEST(Engine, BatchInvarianceUnderRandomMixturesChunksAndPreemption) {
             << "logits differ bitwise: trial " << trial << " prompt " << order[k] << " token " << t;
       }
     }
-    if (trial % 3 == 0) EXPECT_GT(engine.stats().n_preemptions, 0u) << "trial " << trial;
+    if (trial % 3 == 0) {
+      EXPECT_GT(engine.stats().n_preemptions, 0u) << "trial " << trial;
+    }
     expect_no_leaks(engine);
   }
 }
