@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/token_map.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera {
@@ -38,11 +39,7 @@ class BpeTokenizer final : public Tokenizer {
   const Vocab& vocab() const override { return vocab_; }
 
  private:
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+  using StringMap = TokenIdMap;
 
   struct Merge {
     int32_t rank;    // position in the merge list: lower merges first
@@ -62,7 +59,7 @@ class BpeTokenizer final : public Tokenizer {
     static constexpr size_t kMaxWordBytes = 64;  // longer words are rare and would crowd the cache
     struct Shard {
       std::mutex mutex;
-      std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> words;
+      std::unordered_map<std::string, std::vector<int32_t>, TransparentStringHash, std::equal_to<>> words;
     };
     mutable std::array<Shard, kShards> shards_;
   };

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/token_map.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera {
@@ -27,18 +28,13 @@ class SpmTokenizer final : public Tokenizer {
   const Vocab& vocab() const override { return vocab_; }
 
  private:
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-
   // Tokenizes one run of plain text whose spaces are already "▁"; appends to `out`.
   void encode_escaped(std::string_view text, std::vector<int32_t>& out) const;
   int32_t find_token(std::string_view text) const;
 
   Vocab vocab_;
   // Every piece, whatever its kind, as llama.cpp looks them up; a duplicated piece maps to its last id.
-  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> token_ids_;
+  TokenIdMap token_ids_;
   std::array<int32_t, 256> byte_ids_{};    // byte-fallback token per byte value
   std::vector<int32_t> user_defined_ids_;  // matched in the text before BPE: longest piece first
   std::vector<int32_t> special_ids_;       // user-defined and control: matched with parse_special
