@@ -25,7 +25,23 @@ struct RunOptions {
   std::string kv_type = "f16";
   LoadOptions load;
   SamplingParams sampling;
+  // The model's recommended values (general.sampling.*) replace the CLI defaults of the fields whose options
+  // were not given, as llama.cpp's CLI does; given options always win.
+  struct {
+    bool temperature = false, top_k = false, top_p = false, min_p = false, repetition_penalty = false;
+  } given;
 };
+
+// The model's defaults for the fields the command line did not set.
+SamplingDefaults model_defaults_not_overridden(const SamplingDefaults& model, const RunOptions& o) {
+  SamplingDefaults d;
+  if (!o.given.temperature) d.temperature = model.temperature;
+  if (!o.given.top_k) d.top_k = model.top_k;
+  if (!o.given.top_p) d.top_p = model.top_p;
+  if (!o.given.min_p) d.min_p = model.min_p;
+  if (!o.given.repetition_penalty) d.repetition_penalty = model.repetition_penalty;
+  return d;
+}
 
 int run(const RunOptions& o) {
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
@@ -34,7 +50,9 @@ int run(const RunOptions& o) {
   if (!kv_type) fail("unknown --kv-type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
   Generator generator(model, pool, o.ctx_size, 512, *kv_type);
 
-  SamplingParams params = o.sampling;
+  const SamplingDefaults from_model = model_defaults_not_overridden(model->sampling_defaults(), o);
+  if (!from_model.empty()) std::fprintf(stderr, "sampling defaults from the model: %s\n", from_model.describe().c_str());
+  SamplingParams params = with_defaults(o.sampling, from_model);
   params.max_tokens = o.n_predict;
   params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   params.has_seed = true;
@@ -76,13 +94,18 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("-c,--ctx-size", o->ctx_size, "context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--temp", o->sampling.temperature, "temperature; 0 is greedy")->capture_default_str()
-      ->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("--top-k", o->sampling.top_k, "top-k (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", o->sampling.top_p, "top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--min-p", o->sampling.min_p, "min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty, "repetition penalty (1: off)")
-      ->capture_default_str();
+  const char* model_note = " (default: the model's recommended value, else this)";
+  auto* temp = cmd->add_option("--temp", o->sampling.temperature, std::string("temperature; 0 is greedy") + model_note)
+                   ->capture_default_str()->check(CLI::Range(0.0f, 100.0f));
+  auto* top_k = cmd->add_option("--top-k", o->sampling.top_k, std::string("top-k (0: off)") + model_note)
+                    ->capture_default_str()->check(CLI::NonNegativeNumber);
+  auto* top_p = cmd->add_option("--top-p", o->sampling.top_p, std::string("top-p (1: off)") + model_note)
+                    ->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+  auto* min_p = cmd->add_option("--min-p", o->sampling.min_p, std::string("min-p (0: off)") + model_note)
+                    ->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+  auto* repeat = cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty,
+                                 std::string("repetition penalty (1: off)") + model_note)
+                     ->capture_default_str();
   cmd->add_option("--repeat-last-n", o->sampling.repetition_window, "tokens the penalties look back (-1: all)")
       ->capture_default_str();
   cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty")->capture_default_str();
@@ -92,7 +115,10 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache storage: f32, f16, bf16, int8, fp8")->capture_default_str();
   cmd->add_flag("--ignore-eos", o->sampling.ignore_eos, "keep generating after end-of-sequence");
   cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
-  cmd->callback([&action, o] { action = [o] { return run(*o); }; });
+  cmd->callback([&action, o, temp, top_k, top_p, min_p, repeat] {
+    o->given = {temp->count() > 0, top_k->count() > 0, top_p->count() > 0, min_p->count() > 0, repeat->count() > 0};
+    action = [o] { return run(*o); };
+  });
 }
 
 }  // namespace tessera

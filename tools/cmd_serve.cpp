@@ -36,6 +36,7 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::string api_keys_file;
   std::string chat_template_path;
+  std::string generation_config = "model";
   bool no_result_cache = false;
   double result_cache_mb = 64.0;
   double result_cache_ttl_s = 600.0;
@@ -79,6 +80,11 @@ int serve(ServeOptions& o) {
   o.service.result_cache_bytes = o.no_result_cache ? 0 : uint64_t(o.result_cache_mb * 1024 * 1024);
   o.service.result_cache_ttl_ms = int64_t(o.result_cache_ttl_s * 1000);
   if (!o.chat_template_path.empty()) o.service.chat_template = read_text_file(o.chat_template_path);
+  if (o.generation_config == "model" && !model->sampling_defaults().empty()) {
+    o.service.base_sampling = with_defaults(o.service.base_sampling, model->sampling_defaults());
+    std::fprintf(stderr, "tessera serve: requests start from the model's sampling defaults (%s; "
+                 "--generation-config none: neutral)\n", model->sampling_defaults().describe().c_str());
+  }
 
   // The service parses the chat template: one that does not parse stops here, with its line and column.
   std::unique_ptr<server::Service> service_owner;
@@ -181,6 +187,10 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--served-model-name", o->served_name, "model id for the API (default: the file name)");
   cmd->add_option("--chat-template", o->chat_template_path,
                   "Jinja chat template file to use instead of the model's (an empty file: no template)");
+  cmd->add_option("--generation-config", o->generation_config,
+                  "'model': a request's unset sampling fields take the model's recommended values (GGUF "
+                  "general.sampling.*, Hugging Face generation_config.json); 'none': OpenAI's neutral defaults")
+      ->capture_default_str()->check(CLI::IsMember({"model", "none"}));
   cmd->add_option("--host", o->http.host, "address to bind")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", o->api_keys, "accepted API key (repeatable)");

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/sampling_defaults.h"
+
 namespace tessera {
 
 struct SamplingParams {
@@ -25,6 +27,16 @@ struct SamplingParams {
 
   bool is_greedy() const { return temperature <= 0.0f; }
 };
+
+// `params` with the fields `defaults` sets replaced: the base a front-end starts each request from.
+inline SamplingParams with_defaults(SamplingParams params, const SamplingDefaults& defaults) {
+  if (defaults.temperature) params.temperature = *defaults.temperature;
+  if (defaults.top_k) params.top_k = *defaults.top_k;
+  if (defaults.top_p) params.top_p = *defaults.top_p;
+  if (defaults.min_p) params.min_p = *defaults.min_p;
+  if (defaults.repetition_penalty) params.repetition_penalty = *defaults.repetition_penalty;
+  return params;
+}
 
 // Checks ranges; returns an empty string when valid, otherwise what is wrong (for a 400 or a CLI error).
 std::string validate(const SamplingParams& params);

@@ -9,8 +9,10 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/json_file.h"
 #include "core/printable.h"
 #include "formats/safetensors.h"
+#include "formats/sampling_defaults.h"
 #include "formats/vocab_gguf.h"
 #include "model/hf_config.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -206,6 +208,13 @@ HfFolder open_hf_folder(const std::string& dir) {
   if (folder_name.filename().empty()) folder_name = folder_name.parent_path();  // "dir/"
   gguf::Metadata metadata = model_metadata(c, folder_name.filename().string());
   for (auto& kv : vocab_metadata(tok.vocab)) metadata.push_back(std::move(kv));
+  const fs::path generation_config = fs::path(dir) / "generation_config.json";
+  if (fs::exists(generation_config)) {
+    const SamplingDefaults sampling =
+        sampling_defaults_from_generation_config(read_json_file(generation_config.string()), generation_config.string());
+    if (!sampling.empty()) out.notes.push_back("sampling defaults (generation_config.json): " + sampling.describe());
+    for (auto& kv : sampling_metadata(sampling)) metadata.push_back(std::move(kv));
+  }
   out.file = gguf::File::from_parts(dir, std::move(metadata), std::move(tensors), std::move(storage));
   return out;
 }

@@ -254,6 +254,7 @@ std::shared_ptr<Model> Model::from_gguf(std::shared_ptr<gguf::File> file, const 
   }
 
   model->tokenizer_ = make_tokenizer(vocab_from_gguf(*file));
+  model->sampling_defaults_ = sampling_defaults_of(*file);
   if (model->tokenizer_->n_vocab() > c.n_vocab) {
     fail("{}: tokenizer has {} tokens but the embedding only {} rows", file->name(), model->tokenizer_->n_vocab(),
          c.n_vocab);

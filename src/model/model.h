@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "formats/sampling_defaults.h"
 #include "kernels/weight_matrix.h"
 #include "model/model_config.h"
 #include "tokenizer/tokenizer.h"
@@ -61,6 +62,8 @@ class Model {
   const std::string& name() const { return name_; }
   uint64_t weight_bytes() const;  // bytes of all tensors the forward pass reads
   int64_t n_int8_matrices() const;  // I8 matrices the forward pass multiplies with (what int8_threshold affects)
+  // What the model's authors recommend for sampling (general.sampling.*, from generation_config.json).
+  const SamplingDefaults& sampling_defaults() const { return sampling_defaults_; }
 
  private:
   Model() = default;
@@ -71,6 +74,7 @@ class Model {
   ModelWeights weights_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<gguf::File> file_;
+  SamplingDefaults sampling_defaults_;
   std::shared_ptr<const void> storage_;          // keeps from_parts weights alive
   std::vector<std::vector<float>> owned_floats_; // norm vectors converted to fp32 at load
 };

@@ -202,9 +202,10 @@ json parse_body(std::string_view body) {
   }
 }
 
-ApiRequest parse_completion_request(const json& body, const ParseLimits& limits) {
+ApiRequest parse_completion_request(const json& body, const ParseLimits& limits, const SamplingParams& base) {
   ApiRequest r;
   r.endpoint = Endpoint::Completions;
+  r.sampling = base;
   parse_common(body, limits, r);
   const json* prompt = field(body, "prompt");
   if (!prompt) bad("prompt", "is required");
@@ -233,9 +234,10 @@ ApiRequest parse_completion_request(const json& body, const ParseLimits& limits)
   return r;
 }
 
-ApiRequest parse_chat_request(const json& body, const ParseLimits& limits) {
+ApiRequest parse_chat_request(const json& body, const ParseLimits& limits, const SamplingParams& base) {
   ApiRequest r;
   r.endpoint = Endpoint::ChatCompletions;
+  r.sampling = base;
   parse_common(body, limits, r);
   const json* messages = field(body, "messages");
   if (!messages) bad("messages", "is required");

@@ -31,7 +31,7 @@ struct ApiRequest {
   bool prompt_is_tokens = false;
   std::vector<ChatMessage> messages;   // chat
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // chat: extra template variables (vLLM's)
-  SamplingParams sampling;             // the server's defaults, overridden by the body
+  SamplingParams sampling;             // the server's base (the model's defaults), overridden by the body
   bool max_tokens_given = false;       // false: the route picks the default (16 / rest of the context)
   int32_t n = 1;
   bool stream = false;
@@ -54,8 +54,12 @@ struct ParseLimits {
 
 // Parses a body into JSON: malformed JSON and invalid UTF-8 are ErrorCode::InvalidJson.
 nlohmann::json parse_body(std::string_view body);
-ApiRequest parse_completion_request(const nlohmann::json& body, const ParseLimits& limits = {});
-ApiRequest parse_chat_request(const nlohmann::json& body, const ParseLimits& limits = {});
+// `base` is what the request starts from before its own fields (the model's recommended sampling settings,
+// formats/sampling_defaults.h; neutral by default).
+ApiRequest parse_completion_request(const nlohmann::json& body, const ParseLimits& limits = {},
+                                    const SamplingParams& base = {});
+ApiRequest parse_chat_request(const nlohmann::json& body, const ParseLimits& limits = {},
+                              const SamplingParams& base = {});
 
 // Serializes for the wire; invalid UTF-8 (a token piece that is half a character) becomes U+FFFD.
 std::string dump_json(const nlohmann::json& j);

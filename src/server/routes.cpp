@@ -166,8 +166,9 @@ void Service::handle_generation(Endpoint endpoint, HttpRequest& http, const std:
     throw ApiException(ErrorCode::Unavailable, "the server is shutting down");
   }
   const json body = parse_body(http.body);
-  ApiRequest req = endpoint == Endpoint::Completions ? parse_completion_request(body, options_.parse_limits)
-                                                     : parse_chat_request(body, options_.parse_limits);
+  ApiRequest req = endpoint == Endpoint::Completions
+                       ? parse_completion_request(body, options_.parse_limits, options_.base_sampling)
+                       : parse_chat_request(body, options_.parse_limits, options_.base_sampling);
   if (!req.priority) req.priority = header_int(http, "X-Priority", -1000000, 1000000);
   if (!req.timeout_ms) req.timeout_ms = header_int(http, "X-Timeout-Ms", 1, 24LL * 3600 * 1000);
   if (!req.timeout_ms && options_.default_timeout_ms > 0) req.timeout_ms = options_.default_timeout_ms;

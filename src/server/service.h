@@ -35,6 +35,8 @@ struct ServiceOptions {
   int64_t result_cache_ttl_ms = 10 * 60 * 1000;
   int64_t default_timeout_ms = 0;       // 0: no deadline unless the request sets one
   ParseLimits parse_limits;
+  // What a request's sampling starts from: the model's recommended settings unless --generation-config none.
+  SamplingParams base_sampling;
   // Replaces the model's chat template (tessera serve --chat-template FILE); set but empty: no template (the
   // contents-joined fallback). Absent: the model's own.
   std::optional<std::string> chat_template;

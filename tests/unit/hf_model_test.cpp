@@ -133,6 +133,17 @@ TEST(HfConvert, ConvertedFileHasEcosystemNamesKeysAndPermutation) {
   const auto& eog = f->get("tessera.eog_token_ids").as_array().elements;
   ASSERT_EQ(eog.size(), 1u);
   EXPECT_EQ(eog[0].as_int(), 259);  // generation_config.json's second stop id; the first is the EOS
+  // generation_config.json's sampling fields under llama.cpp's keys, and back through the converted file.
+  EXPECT_FLOAT_EQ(float(f->get_float("general.sampling.temp")), 0.7f);
+  EXPECT_EQ(f->get("general.sampling.top_k").as_int(), 20);
+  EXPECT_FLOAT_EQ(float(f->get_float("general.sampling.top_p")), 0.8f);
+  EXPECT_EQ(f->find("general.sampling.min_p"), nullptr);
+  const SamplingDefaults d = Model::from_gguf(f)->sampling_defaults();
+  EXPECT_EQ(d.temperature, 0.7f);
+  EXPECT_EQ(d.top_k, 20);
+  EXPECT_EQ(d.top_p, 0.8f);
+  EXPECT_FALSE(d.min_p.has_value());
+  EXPECT_FALSE(d.repetition_penalty.has_value());
 
   std::vector<std::string> names;
   for (const auto& t : f->tensors()) names.push_back(t.name);
@@ -235,9 +246,15 @@ TEST(HfCli, RunAndInfoOnAFolder) {
   write_hf_folder(testing::llama3_test_spec(), dir.path, 2);
   const CommandResult run = run_tessera("run -m " + dir.path + " -p hello -n 4 --temp 0 --ignore-eos");
   EXPECT_EQ(run.exit_code, 0) << run.err;
+  // The folder's generation_config.json fills the sampling fields the command line left unset.
+  EXPECT_NE(run.err.find("sampling defaults from the model: top_k 20, top_p 0.8\n"), std::string::npos) << run.err;
+  const CommandResult sampled = run_tessera("run -m " + dir.path + " -p hello -n 2 --top-p 0.5 -s 1");
+  EXPECT_EQ(sampled.exit_code, 0) << sampled.err;
+  EXPECT_NE(sampled.err.find("sampling defaults from the model: temperature 0.7, top_k 20\n"), std::string::npos)
+      << sampled.err;
   const CommandResult info = run_tessera("info -m " + dir.path);
   ASSERT_EQ(info.exit_code, 0) << info.err;
-  for (const char* needle : {"Hugging Face model folder", "LlamaForCausalLM -> GGUF architecture llama",
+  for (const char* needle : {"Hugging Face model folder", "sampling defaults (generation_config.json): temperature 0.7, top_k 20, top_p 0.8", "LlamaForCausalLM -> GGUF architecture llama",
                              "2 safetensors files", "q/k rows permuted", "rope scaling: llama3",
                              "chat template: ", "stop tokens", "padded from 262 to vocab_size 280",
                              "blk.1.ffn_down.weight", "per-dimension rope_freqs"}) {

@@ -142,7 +142,12 @@ void write_tiny_tokenizer(const std::string& dir) {
        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"}};
   write_text(fs::path(dir) / "tokenizer_config.json", config.dump());
   write_text(fs::path(dir) / "generation_config.json",
-             json({{"eos_token_id", {kTinyImEnd, kTinyEndOfText}}, {"temperature", 0.7}}).dump());
+             json({{"eos_token_id", {kTinyImEnd, kTinyEndOfText}},
+                   {"do_sample", true},
+                   {"temperature", 0.7},
+                   {"top_k", 20},
+                   {"top_p", 0.8}})
+                 .dump());
 }
 
 HfSpec hf_spec(const char* architecture, int64_t n_embd, int64_t n_head, int64_t n_head_kv, int64_t head_dim, bool tied,
