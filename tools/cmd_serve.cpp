@@ -66,11 +66,21 @@ int serve(ServeOptions& o) {
   // Declared first so that it is destroyed last: engine threads may post to it until the engines are gone.
   boost::asio::io_context ioc(1);
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
-  auto primary = std::make_shared<Engine>(model, o.engine);
+  std::shared_ptr<Model> fallback_model;
+  if (!o.fallback_path.empty()) fallback_model = load_model_or_embedded(o.fallback_path, o.load, o.ignore_memory_check);
+  // Both models and both KV caches share the memory: each cache is sized to what the rest leaves
+  // (0 stays "no check").
+  const uint64_t total = memory_for_check(o.ignore_memory_check);
+  const auto minus = [](uint64_t a, uint64_t b) -> uint64_t { return a == 0 ? 0 : a > b ? a - b : 1; };
+  EngineOptions primary_options = o.engine;
+  const uint64_t primary_kv =
+      fit_engine_kv_cache(*model, primary_options, minus(total, fallback_model ? fallback_model->weight_bytes() : 0));
+  auto primary = std::make_shared<Engine>(model, primary_options);
   std::shared_ptr<Engine> fallback;
-  if (!o.fallback_path.empty()) {
-    fallback = std::make_shared<Engine>(load_model_or_embedded(o.fallback_path, o.load, o.ignore_memory_check),
-                                        o.engine);
+  if (fallback_model) {
+    EngineOptions fallback_options = o.engine;
+    fit_engine_kv_cache(*fallback_model, fallback_options, minus(total, model->weight_bytes() + primary_kv));
+    fallback = std::make_shared<Engine>(fallback_model, fallback_options);
   }
 
   o.service.model_name = o.served_name.empty() ? default_model_name(o.model_path) : o.served_name;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/engine.h"
 #include "kernels/attention.h"
 #include "model/model.h"
 
@@ -41,6 +42,15 @@ std::shared_ptr<Model> load_model_or_embedded(const std::string& path, const Loa
                                               bool ignore_memory_check = false);
 // The note for a model loaded another way.
 void note_unused_load_options(const Model& model, const LoadOptions& options);
+
+// The memory the checks in model/memory_fit.h compare against: what is available, or 0 (no check) with
+// --ignore-memory-check.
+uint64_t memory_for_check(bool ignore_memory_check);
+
+// Sizes the engine's KV cache to the memory left after the weights when no option set its size (with a note on
+// stderr when that is less than the default), or checks an explicit size against it; `available_bytes` 0: no
+// check. Returns the bytes the cache will take.
+uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes);
 
 // --ignore-memory-check, for the commands that run a model.
 CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check);

@@ -1,5 +1,7 @@
 // The `tessera` command line: one binary, one subcommand per tool. Bad input ends with a one-line message on
 // stderr and a non-zero exit, never a crash.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -34,9 +36,39 @@ void note_unused_load_options(const Model& model, const LoadOptions& options) {
 std::shared_ptr<Model> load_model_or_embedded(const std::string& path, const LoadOptions& options,
                                               bool ignore_memory_check) {
   std::shared_ptr<Model> model = path.empty() ? Model::load_embedded(options) : Model::load(path, options);
-  if (!ignore_memory_check) require_weights_fit_in_memory(*model, available_memory_bytes());
+  require_weights_fit_in_memory(*model, memory_for_check(ignore_memory_check));
   note_unused_load_options(*model, options);
   return model;
+}
+
+uint64_t memory_for_check(bool ignore_memory_check) { return ignore_memory_check ? 0 : available_memory_bytes(); }
+
+uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes) {
+  const ModelConfig& c = model.config();
+  const uint64_t block_bytes = engine_kv_block_bytes(c, engine);
+  const uint64_t planned = uint64_t(engine_kv_blocks(c, engine)) * block_bytes;
+  if (available_bytes == 0) return planned;
+  if (engine.kv_blocks > 0 || engine.kv_cache_bytes > 0) {
+    require_kv_cache_fits_in_memory(model, planned, available_bytes,
+                                    engine.kv_blocks > 0 ? fmt::format("--kv-blocks {}", engine.kv_blocks)
+                                                         : fmt::format("--kv-cache-mem {}", engine.kv_cache_bytes));
+    return planned;
+  }
+  const uint64_t budget = kv_cache_budget_bytes(model, available_bytes);
+  if (planned <= budget) return planned;
+  // Less than one full-length sequence fits: say so now rather than reject every long request later.
+  const uint64_t one_sequence = uint64_t(usable_context(c, engine.n_ctx) + engine.kv_block_size - 1) /
+                                uint64_t(engine.kv_block_size) * block_bytes;
+  if (budget < one_sequence) {
+    require_kv_cache_fits_in_memory(model, one_sequence, available_bytes,
+                                    fmt::format("-c {} (one sequence)", usable_context(c, engine.n_ctx)));
+  }
+  engine.kv_cache_bytes = budget;
+  const uint64_t bytes = uint64_t(engine_kv_blocks(c, engine)) * block_bytes;
+  std::fprintf(stderr, "note: KV cache limited to %.2f GiB (%lld positions) by the memory left after the weights; "
+               "--kv-cache-mem or -c sets it\n",
+               double(bytes) / double(uint64_t{1} << 30), (long long)(bytes / block_bytes * engine.kv_block_size));
+  return bytes;
 }
 
 CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check) {

@@ -114,6 +114,25 @@ struct Engine::Impl {
   std::thread thread;
 };
 
+uint64_t engine_kv_block_bytes(const ModelConfig& c, const EngineOptions& options) {
+  return KvPool::block_bytes(c.n_layer, c.n_head_kv, c.head_dim, std::max<int64_t>(options.kv_block_size, 1),
+                             options.kv_type);
+}
+
+int64_t engine_kv_blocks(const ModelConfig& c, const EngineOptions& options) {
+  if (options.kv_blocks > 0) return options.kv_blocks;
+  const uint64_t bytes_per_block = engine_kv_block_bytes(c, options);
+  uint64_t bytes = options.kv_cache_bytes;
+  if (bytes == 0) {
+    // Room for every sequence at full length, within 2 GiB by default.
+    const int64_t block_size = std::max<int64_t>(options.kv_block_size, 1);
+    const uint64_t want = uint64_t(std::max<int64_t>(options.max_seqs, 0)) *
+                          uint64_t(usable_context(c, options.n_ctx)) / uint64_t(block_size) * bytes_per_block;
+    bytes = std::min<uint64_t>(want, uint64_t(2) << 30);
+  }
+  return int64_t(bytes / bytes_per_block);
+}
+
 Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
     : model(std::move(m)),
       options(o),
@@ -123,20 +142,8 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
   if (options.kv_block_size <= 0 || options.kv_block_size > 1024) fail("--kv-block-size must be in 1..1024");
   if (options.max_batched_tokens <= 0) fail("--max-batched-tokens must be positive");
   if (options.max_seqs <= 0) fail("--max-seqs must be positive");
-  const uint64_t bytes_per_block =
-      KvPool::block_bytes(c.n_layer, c.n_head_kv, c.head_dim, options.kv_block_size, options.kv_type);
-  int64_t n_blocks = options.kv_blocks;
-  if (n_blocks <= 0) {
-    uint64_t bytes = options.kv_cache_bytes;
-    if (bytes == 0) {
-      // Room for every sequence at full length, within 2 GiB by default.
-      const uint64_t want = uint64_t(options.max_seqs) * uint64_t(n_ctx) / uint64_t(options.kv_block_size) *
-                            bytes_per_block;
-      bytes = std::min<uint64_t>(want, uint64_t(2) << 30);
-    }
-    n_blocks = int64_t(bytes / bytes_per_block);
-  }
-  if (n_blocks <= 0) fail("the KV cache is smaller than one block ({} bytes)", bytes_per_block);
+  const int64_t n_blocks = engine_kv_blocks(c, options);
+  if (n_blocks <= 0) fail("the KV cache is smaller than one block ({} bytes)", engine_kv_block_bytes(c, options));
   kv = std::make_unique<KvPool>(c.n_layer, c.n_head_kv, c.head_dim, n_blocks, options.kv_block_size, options.kv_type);
   blocks = std::make_unique<BlockManager>(n_blocks, options.kv_block_size, options.prefix_caching);
   SchedulerOptions so;

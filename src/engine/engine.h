@@ -55,6 +55,12 @@ struct EngineStats {
   double kv_usage() const { return kv_blocks_total ? double(kv_blocks_used) / double(kv_blocks_total) : 0.0; }
 };
 
+// The KV pool an engine with `options` gets on a model with `config`: its block count (options.kv_blocks, else
+// options.kv_cache_bytes, else room for max_seqs full-length sequences within 2 GiB) and the bytes of one block.
+// Callers size the cache against the memory available before building the engine (model/memory_fit.h).
+int64_t engine_kv_blocks(const ModelConfig& config, const EngineOptions& options);
+uint64_t engine_kv_block_bytes(const ModelConfig& config, const EngineOptions& options);
+
 // Per-step facts for metrics: how many sequences and tokens the step ran.
 struct StepStats {
   int64_t n_seqs = 0;

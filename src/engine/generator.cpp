@@ -19,6 +19,17 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+uint64_t Generator::kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, KvType kv_type) {
+  return uint64_t((n_ctx + kBlockSize - 1) / kBlockSize) *
+         KvPool::block_bytes(c.n_layer, c.n_head_kv, c.head_dim, kBlockSize, kv_type);
+}
+
+int64_t Generator::context_that_fits(const ModelConfig& c, uint64_t budget_bytes, KvType kv_type) {
+  const int64_t positions =
+      int64_t(budget_bytes / KvPool::block_bytes(c.n_layer, c.n_head_kv, c.head_dim, kBlockSize, kv_type)) * kBlockSize;
+  return positions >= 256 ? positions / 256 * 256 : positions;
+}
+
 Generator::Generator(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx, int64_t prefill_chunk,
                      KvType kv_type)
     : model_(model),

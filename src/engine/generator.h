@@ -36,6 +36,12 @@ class Generator {
 
   int64_t n_ctx() const { return n_ctx_; }
 
+  // The KV cache a generator of n_ctx positions allocates (for checking it against the memory available).
+  static uint64_t kv_cache_bytes(const ModelConfig& config, int64_t n_ctx, KvType kv_type);
+  // The longest context whose cache fits in `budget_bytes` (a multiple of 256 positions when at least 256, else
+  // of the block size; 0 when not even one block fits).
+  static int64_t context_that_fits(const ModelConfig& config, uint64_t budget_bytes, KvType kv_type);
+
   // Generates from `prompt` (token ids, BOS included if wanted). `on_text` receives valid UTF-8 as it is
   // produced; returning false cancels. Throws tessera::Error when the prompt does not fit the context.
   GenerationResult generate(const std::vector<int32_t>& prompt, const SamplingParams& params,

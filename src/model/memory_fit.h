@@ -1,10 +1,13 @@
-// The check that keeps a too-large model from thrashing: every decode step streams all layer weights, so an
-// mmapped model larger than the memory it can stay resident in is read back from disk for every token (minutes
-// per token on a machine that would run it fine with a smaller quantization). Failing before the first step
-// with the sizes is the useful answer; an explicit option lets a user who knows better load it anyway.
+// The checks that keep a too-large model or KV cache from thrashing: every decode step streams all layer
+// weights, so an mmapped model larger than the memory it can stay resident in is read back from disk for every
+// token (minutes per token on a machine that would run it fine with a smaller quantization); a KV cache is
+// allocated and touched up front, so one sized for a model's full training context (40,960 positions of
+// Qwen3-32B: 10 GiB) can push the weights out. Failing before the first step with the sizes is the useful
+// answer; an explicit option lets a user who knows better load it anyway.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tessera {
 
@@ -13,5 +16,16 @@ class Model;
 // Throws tessera::Error when the weights the forward pass reads exceed `available_bytes` (0: unknown, no
 // check). The message names the model, both sizes and the way out (a smaller type, or the override option).
 void require_weights_fit_in_memory(const Model& model, uint64_t available_bytes);
+
+// What the KV cache may take when its size is derived rather than given: the memory available after the
+// weights, less a reserve for activations, logits and the rest of the process (1/16 of what is available, at
+// least 256 MiB). UINT64_MAX when `available_bytes` is 0 (unknown), 0 when nothing is left.
+uint64_t kv_cache_budget_bytes(const Model& model, uint64_t available_bytes);
+
+// Throws when the weights and a KV cache of `kv_bytes` together exceed `available_bytes` (0: no check).
+// `kv_source` says what sized the cache ("-c 40960", "--kv-blocks 4096") so that the message can name the
+// option to lower.
+void require_kv_cache_fits_in_memory(const Model& model, uint64_t kv_bytes, uint64_t available_bytes,
+                                     const std::string& kv_source);
 
 }  // namespace tessera
