@@ -5,8 +5,9 @@
 // and an AND the high ones (values 16-31). The activations are stored in that order (matmul_lowbit_kernels.h),
 // so no shuffle is needed and one pair of vpmaddubsw covers 64 weights. Per row and token:
 //   y = x_scale · (Σ_g s_g · Σ_{i∈g} q_i·xq_i − Σ_g s_g·z_g · Σ_{i∈g} xq_i)
-// Integer bounds: a vpmaddubsw lane is at most 2·15·127 = 3810, a pair of them 7620, four pairs 30480: int16
-// holds up to four pairs (256 values) before vpmaddwd widens to int32.
+// Group 32 widens each pair's int16 dot to int32 lanes at once and scales them per pair (the lanes are summed
+// at the end); longer groups add up to four pairs in int16 first. Integer bounds: a vpmaddubsw lane is at most
+// 2·15·127 = 3810, a pair of them 7620, four pairs 30480: int16 holds up to four pairs (256 values).
 //
 // Batch invariance: decode (one token, four rows at a time) and batches (four tokens sharing each row's
 // weights) compute exact integer group sums and then the same fp32 operations in the same order for every
@@ -51,12 +52,6 @@ INLINE Nibbles unpack_pair(const uint8_t* p, bool half) {
 INLINE __m256i dot_pair(__m256i lo, __m256i hi, const int8_t* x) {
   return _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
                           _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32))));
-}
-
-// Group 32, four pairs: h01 = hadd16(dot0, dot1), h23 = hadd16(dot2, dot3) → int32 group sums in the order
-// [g0 g2 g4 g6 | g1 g3 g5 g7]. int16 stays exact: a pair lane ≤ 7620, after two horizontal adds ≤ 30480.
-INLINE __m256i group_sums8(__m256i h01, __m256i h23) {
-  return _mm256_madd_epi16(_mm256_hadd_epi16(h01, h23), _mm256_set1_epi16(1));
 }
 
 // static_for<N>(f) calls f(std::integral_constant<int, i>{}) for i = 0..N-1, unrolled before optimization.
@@ -124,64 +119,33 @@ INLINE void reduce(const Shape& s, const Src (&src)[NR], const int8_t* const (&x
   // from the start (see matmul_x86_inl.h).
   static_for<NT>([&](auto t) ALWAYS { static_for<NR>([&](auto r) ALWAYS { acc[t][r] = _mm256_setzero_ps(); }); });
   if constexpr (PPG == 0) {
-    // Blocks of four pairs (eight groups): per pair the int16 dot ([g_2k ×8 | g_2k+1 ×8]); two levels of
-    // horizontal adds and one vpmaddwd give the eight group sums at once ([g0 g2 g4 g6 | g1 g3 g5 g7]), one
-    // conversion and one FMA with the scales in that order. A short last block reads zeros for its missing pairs.
-    for (int64_t p0 = 0; p0 < s.n_pairs; p0 += 4) {
-      const int64_t pe = p0 + 4 < s.n_pairs ? p0 + 4 : s.n_pairs;
-      const bool full = pe == p0 + 4 && pe <= s.n_full;
-      if constexpr (NT > 1) {
-        // Batches: each pair's weights are loaded once for all NT tokens (the adds run as soon as their two
-        // operands exist, so only two partial vectors per token stay live).
-        if (full) {
-          __m256 sc[NR];
-          __m256i first[NT][NR], h01[NT][NR];
-          static_for<NR>([&](auto r) ALWAYS {
-            sc[r] = _mm256_permutevar8x32_ps(src[r].scales8(2 * p0), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    // Per pair: the int16 dot ([g_2p ×8 | g_2p+1 ×8]), vpmaddwd to int32 ([g_2p ×4 | g_2p+1 ×4]), one conversion
+    // and one FMA with the two groups' scales spread the same way; the lanes are summed at the end. No
+    // horizontal adds: they cost shuffle uops per token, and their partial vectors spilled in batch tiles. The
+    // scales of four pairs come in one fp16 load, spread per pair with one permute shared by all tokens.
+    const __m256i ones = _mm256_set1_epi16(1);
+    // A block of four pairs; Full: all four present and none a lone last chunk (the loop's common case,
+    // compiled without the checks).
+    auto block = [&]<bool Full>(int64_t p0, int64_t pe) ALWAYS {
+      __m256 sc8[NR];
+      static_for<NR>([&](auto r) ALWAYS { sc8[r] = src[r].scales8(2 * p0); });
+      static_for<4>([&](auto k) ALWAYS {
+        const int64_t p = p0 + k;
+        if (!Full && p >= pe) return;
+        const __m256i spread = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
+        static_for<NR>([&](auto r) ALWAYS {
+          const Nibbles w = Full || !s.half(p) ? src[r].template pair<false>(p) : src[r].template pair<true>(p);
+          const __m256 sc = _mm256_permutevar8x32_ps(sc8[r], spread);
+          static_for<NT>([&](auto t) ALWAYS {
+            const __m256i sums = _mm256_madd_epi16(dot_pair(w.lo, w.hi, x[t] + 64 * p), ones);
+            acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), sc, acc[t][r]);
           });
-          static_for<4>([&](auto k) ALWAYS {
-            static_for<NR>([&](auto r) ALWAYS {
-              const Nibbles w = src[r].template pair<false>(p0 + k);
-              static_for<NT>([&](auto t) ALWAYS {
-                const __m256i d = dot_pair(w.lo, w.hi, x[t] + 64 * (p0 + k));
-                if constexpr (k == 0 || k == 2) {
-                  first[t][r] = d;
-                } else if constexpr (k == 1) {
-                  h01[t][r] = _mm256_hadd_epi16(first[t][r], d);
-                } else {
-                  const __m256i h = group_sums8(h01[t][r], _mm256_hadd_epi16(first[t][r], d));
-                  acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc[r], acc[t][r]);
-                }
-              });
-            });
-          });
-          continue;
-        }
-      }
-      static_for<NR>([&](auto r) ALWAYS {
-        const __m256 sc = _mm256_permutevar8x32_ps(src[r].scales8(2 * p0), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-        static_for<NT>([&](auto t) ALWAYS {
-          __m256i v[4];
-          if (full) {
-            static_for<4>([&](auto k) ALWAYS {
-              const Nibbles w = src[r].template pair<false>(p0 + k);
-              v[k] = dot_pair(w.lo, w.hi, x[t] + 64 * (p0 + k));
-            });
-          } else {
-            static_for<4>([&](auto k) ALWAYS {
-              const int64_t p = p0 + k;
-              v[k] = _mm256_setzero_si256();
-              if (p < pe) {
-                const Nibbles w = s.half(p) ? src[r].template pair<true>(p) : src[r].template pair<false>(p);
-                v[k] = dot_pair(w.lo, w.hi, x[t] + 64 * p);
-              }
-            });
-          }
-          const __m256i h = group_sums8(_mm256_hadd_epi16(v[0], v[1]), _mm256_hadd_epi16(v[2], v[3]));
-          acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc[t][r]);
         });
       });
-    }
+    };
+    int64_t p0 = 0;
+    for (; p0 + 4 <= s.n_full; p0 += 4) block.template operator()<true>(p0, p0 + 4);
+    if (p0 < s.n_pairs) block.template operator()<false>(p0, s.n_pairs);
   } else {
     // int16 holds four pairs (256 values): a group of up to 256 values is one int16 sum, widened once; longer
     // groups add such sums in int32.
