@@ -127,9 +127,10 @@ TESTS=${TESSERA_TESTS:-$(dirname "$BIN")/tests/tessera_tests}
   echo "- INT4: nibbles in 32-value chunks + fp16 scale and zero point per group (\`NAME.scale\`, \`NAME.zero\`), groups of 32"
   echo "  or 128 with a shorter last group (\`src/kernels/lowbit.h\`). Kernels (\`src/kernels/matmul_int4_avx2.cpp\`): 32 packed"
   echo "  bytes → 64 unsigned bytes by AND and shift+AND, \`vpmaddubsw\` against per-token int8 activations stored in the"
-  echo "  matching order, group sums in int16/int32, one fp32 FMA per group (group 32: eight groups per FMA after two"
-  echo "  horizontal adds), the zero point as s·z·Σx per group from per-token group sums. Decode streams 4 rows with"
-  echo "  prefetches one row tile ahead; batches share each unpacked weight vector among 4 tokens."
+  echo "  matching order, group sums in int16/int32 and fp32 FMAs with the group scales (group 32: per pair of groups,"
+  echo "  \`vpmaddwd\` to int32 lanes, one conversion and one FMA, the lanes summed at the end; no horizontal adds), the"
+  echo "  zero point as s·z·Σx per group from per-token group sums. Decode streams one row at a time with a prefetch one"
+  echo "  row ahead; batches share each unpacked weight vector among 4 tokens."
   echo "- Calibration (\`--method awq|gptq --calibration TEXT\`) runs the fp32 model on the text. AWQ: per input channel"
   echo "  s = mean|x|^α on a grid of 21 α; for each α the layer's weights W·diag(s) are quantized with a per-group clipping"
   echo "  search (range [lo·ρ, hi·ρ], ρ from 1 down to 0.5, minimizing the group's output error δᵀH δ on the calibration"
@@ -192,6 +193,22 @@ TESTS=${TESSERA_TESTS:-$(dirname "$BIN")/tests/tessera_tests}
   echo "×40 activations (LLM.int8() also keeps those weight columns in fp16; Tessera's INT8 file has only int8 rows)."
   echo "\`tests/unit/kernel_int8_outliers_test.cpp\` checks the kernels against the scalar formula on odd sizes, bit-exact"
   echo "batch invariance with per-token outlier sets, and a ~10× drop of the matmul error on a matrix with outlier columns."
+  echo
+  echo "## KV cache precision (\`--kv-type\`, chosen at start)"
+  echo
+  echo "The same F32 weights, only the cache storage differs; reference: the F16 cache (the default). INT8 and FP8 keep"
+  echo "one fp32 scale per token and KV head. Target (issue 4): INT8 KV perplexity within +1 % of F16 KV."
+  echo
+  echo "| KV cache | perplexity | ppl ratio vs F16 KV | KL mean | KL p99 | top-1 agree |"
+  echo "|---|---|---|---|---|---|"
+  for kv in f32 bf16 int8 fp8; do
+    echo "  KV $kv" >&2
+    q=$(quality "$REF" "$REF" "$EVAL" "$CTX" 0 --kv-type "$kv" --ref-kv-type f16)
+    printf "| %s | %s | %s | %s | %s | %s |\n" "$kv" \
+      "$(fmt "$(json "$q" "['perplexity']")" 4)" "$(fmt "$(json "$q" "['ppl_ratio']")" 4)" \
+      "$(fmt "$(json "$q" "['kl_mean']")" 5)" "$(fmt "$(json "$q" "['kl_p99']")" 4)" \
+      "$(percent "$(json "$q" "['top1_agreement']")")"
+  done
 } > "$WORK/report.md"
 
 if [ "${TINYLLAMA:-1}" = 1 ] && has_cmd make-model; then
