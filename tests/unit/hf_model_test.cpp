@@ -262,6 +262,35 @@ TEST(HfCli, RunAndInfoOnAFolder) {
   }
 }
 
+// serve reads the folder's generation_config.json sampling fields and starts requests from them; stopped by
+// SIGINT after two seconds (it drains and exits).
+TEST(HfCli, ServeStartsRequestsFromTheFoldersSamplingDefaults) {
+  TempDir dir("cli_serve_defaults");
+  write_hf_folder(testing::qwen3_test_spec(), dir.path, 4);
+  auto serve_log = [&](const std::string& extra) {
+    const std::string cmd = "timeout -s INT 2 " + testing::tessera_binary() + " serve -m " + dir.path +
+                            " --host 127.0.0.1 --port 0 " + extra + " 2>&1 </dev/null";
+    std::string out;
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+    ::pclose(pipe);
+    return out;
+  };
+  const std::string with = serve_log("");
+  EXPECT_NE(with.find("requests start from the model's sampling defaults (temperature 0.7, top_k 20, top_p 0.8;"),
+            std::string::npos)
+      << with;
+  EXPECT_NE(with.find("tessera serve: stopped"), std::string::npos) << with;
+  const std::string without = serve_log("--generation-config none");
+  EXPECT_EQ(without.find("sampling defaults"), std::string::npos) << without;
+  EXPECT_NE(without.find("tessera serve: stopped"), std::string::npos) << without;
+  const CommandResult bad = run_tessera("serve -m " + dir.path + " --generation-config vllm");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--generation-config: vllm not in {model,none}"), std::string::npos) << bad.err;
+}
+
 TEST(HfCli, BrokenFoldersAreOneLineErrors) {
   TempDir t("cli_bad");
   const fs::path dir = t.path;
