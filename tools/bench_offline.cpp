@@ -1,9 +1,12 @@
 // Flags and report of the batching benchmark.
 #include "bench_offline.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+
+#include "commands.h"
 
 namespace tessera {
 
@@ -32,7 +35,8 @@ void add_offline_bench_options(CLI::App* cmd, OfflineBenchCli& o) {
       ->capture_default_str()->check(CLI::Range(1, 4096));
 }
 
-int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenchCli o, int threads, bool json) {
+int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenchCli o, int threads, bool json,
+                          uint64_t available_bytes) {
   OfflineBenchOptions& b = o.bench;
   if (b.min_output_tokens > b.max_output_tokens) {
     std::fprintf(stderr, "error: --min-output is larger than --max-output\n");
@@ -40,6 +44,7 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
   }
   b.engine.threads = threads;
   b.engine.kv_cache_bytes = o.kv_cache_mb << 20;
+  fit_engine_kv_cache(*model, b.engine, available_bytes, fmt::format("--kv-cache-mb {}", o.kv_cache_mb));
   b.engine.preferred_batch = std::min(b.engine.preferred_batch, b.engine.max_seqs);
   if (!json) {
     std::printf("offline batching benchmark: %s, %d requests, prompt %d, output %d-%d, max_seqs %lld, "

@@ -107,7 +107,7 @@ int bench_offline(const BenchOptions& o) {
   OfflineBenchCli offline = o.offline;
   offline.bench.engine.kv_type = *kv_type;
   return run_offline_bench_cli(loaded.model, offline, o.threads > 0 ? o.threads : ThreadPool::physical_core_count(),
-                               o.json);
+                               o.json, memory_for_check(o.ignore_memory_check));
 }
 
 int bench(const BenchOptions& o) {

@@ -49,8 +49,10 @@ uint64_t memory_for_check(bool ignore_memory_check);
 
 // Sizes the engine's KV cache to the memory left after the weights when no option set its size (with a note on
 // stderr when that is less than the default), or checks an explicit size against it; `available_bytes` 0: no
-// check. Returns the bytes the cache will take.
-uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes);
+// check. `size_flag` names the option that set an explicit size in the error ("--kv-cache-mb 512"; empty: serve's
+// "--kv-cache-mem BYTES" or "--kv-blocks N"). Returns the bytes the cache will take.
+uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes,
+                             const std::string& size_flag = {});
 
 // --ignore-memory-check, for the commands that run a model.
 CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check);

@@ -43,15 +43,17 @@ std::shared_ptr<Model> load_model_or_embedded(const std::string& path, const Loa
 
 uint64_t memory_for_check(bool ignore_memory_check) { return ignore_memory_check ? 0 : available_memory_bytes(); }
 
-uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes) {
+uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes,
+                             const std::string& size_flag) {
   const ModelConfig& c = model.config();
   const uint64_t block_bytes = engine_kv_block_bytes(c, engine);
   const uint64_t planned = uint64_t(engine_kv_blocks(c, engine)) * block_bytes;
   if (available_bytes == 0) return planned;
   if (engine.kv_blocks > 0 || engine.kv_cache_bytes > 0) {
     require_kv_cache_fits_in_memory(model, planned, available_bytes,
-                                    engine.kv_blocks > 0 ? fmt::format("--kv-blocks {}", engine.kv_blocks)
-                                                         : fmt::format("--kv-cache-mem {}", engine.kv_cache_bytes));
+                                    !size_flag.empty()    ? size_flag
+                                    : engine.kv_blocks > 0 ? fmt::format("--kv-blocks {}", engine.kv_blocks)
+                                                           : fmt::format("--kv-cache-mem {}", engine.kv_cache_bytes));
     return planned;
   }
   const uint64_t budget = kv_cache_budget_bytes(model, available_bytes);

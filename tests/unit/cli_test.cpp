@@ -112,6 +112,19 @@ TEST(Cli, BadFlagsAreRejected) {
   expect_clean_error(run_tessera("run --repeat-penalty 0"), "repetition_penalty");
 }
 
+// A KV cache far beyond this machine's memory is refused before anything is allocated, naming the option.
+TEST(Cli, KvCacheLargerThanMemoryIsRefused) {
+  const std::string model = source_path("models/stories260K.gguf");
+  // bench prints its progress ("bench: loading ...") before the error line.
+  const CommandResult bench = run_tessera("bench -m " + model + " --offline --kv-cache-mb 1000000000");
+  EXPECT_EQ(bench.exit_code, 1);
+  EXPECT_NE(bench.err.find("\nerror: " + model + ": its weights (0.0 GiB) and the KV cache for --kv-cache-mb 1000000000"),
+            std::string::npos)
+      << bench.err;
+  expect_clean_error(run_tessera("serve -m " + model + " --port 0 --kv-blocks 100000000000"),
+                     "and the KV cache for --kv-blocks 100000000000");
+}
+
 TEST(Cli, ConvertRejectsAGarbageCheckpoint) {
   const std::string garbage = write_temp("garbage.bin", std::string(64, '\x7f'));
   const std::string out = (std::filesystem::temp_directory_path() / "never_written.gguf").string();
