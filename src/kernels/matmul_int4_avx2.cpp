@@ -110,9 +110,10 @@ struct PackedRow {
   INLINE float scale(int64_t g) const { return _cvtsh_ss(scales[g]); }
 };
 
-// The reduction of an NT tokens × NR rows tile. Per element the fp32 operations are the same whatever NT and NR: group 32, acc += float(sums of 8 groups) · their scales per block
-// of four pairs; larger groups, acc += float(int32 group sum) · s_g per group. Integer sums are exact, so how
-// they are grouped does not matter.
+// The reduction of an NT tokens × NR rows tile. Per element the fp32 operations are the same whatever NT and
+// NR: group 32, acc += float(int32 lanes of one pair) · the pair's two group scales, pair after pair; larger
+// groups, acc += float(int32 group sum) · s_g per group. Integer sums are exact, so how they are grouped does
+// not matter.
 template <int PPG, int NT, int NR, typename Src>
 INLINE void reduce(const Shape& s, const Src (&src)[NR], const int8_t* const (&x)[NT], __m256 (&acc)[NT][NR]) {
   // static_for rather than loops: GCC keeps a tile's arrays in registers only when every index is a constant
