@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/template.h"
+#include "cli_runner.h"
 #include "test_paths.h"
 
 namespace tessera::chat {
@@ -61,15 +62,11 @@ std::vector<Outcome> python_outcomes(const std::vector<Case>& cases) {
   const std::string cmd = std::string(python ? python : "python3") + " " +
                           testing::source_path("tests/tools/render_chat_template.py") + " --batch " + in + " --now " +
                           std::to_string(kFixedNow) + " 2>" + err;
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = pclose(p);
-    if (status != 0) ADD_FAILURE() << "the jinja2 reference failed (status " << status << "): " << cmd << "\n" << read_file(err);
-  } else {
-    ADD_FAILURE() << "cannot run " << cmd;
+  const testing::ShellOutput python_run = testing::run_shell(cmd);
+  const std::string& out = python_run.out;
+  if (python_run.exit_code != 0) {
+    ADD_FAILURE() << "the jinja2 reference failed (exit code " << python_run.exit_code << "): " << cmd << "\n"
+                  << read_file(err);
   }
   std::remove(in.c_str());
   std::remove(err.c_str());

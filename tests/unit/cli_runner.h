@@ -22,18 +22,31 @@ struct CommandResult {
   std::string err;  // stderr
 };
 
+// Runs `command` through the shell; its exit code (128 + the signal when killed, -1 when it could not start)
+// and its stdout. Redirections in `command` decide where stderr goes.
+struct ShellOutput {
+  int exit_code = -1;
+  std::string out;
+};
+inline ShellOutput run_shell(const std::string& command) {
+  ShellOutput r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
 // `tessera <args>` through the shell (args may quote), with a 60 s limit and no stdin.
 inline CommandResult run_tessera(const std::string& args) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string err_path = (dir / ("tessera_cli_err_" + std::to_string(::getpid()))).string();
-  const std::string cmd = "timeout 60 " + tessera_binary() + " " + args + " 2>" + err_path + " </dev/null";
+  ShellOutput shell = run_shell("timeout 60 " + tessera_binary() + " " + args + " 2>" + err_path + " </dev/null");
   CommandResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.exit_code = shell.exit_code;
+  r.out = std::move(shell.out);
   std::ifstream err(err_path);
   r.err.assign(std::istreambuf_iterator<char>(err), {});
   std::filesystem::remove(err_path);

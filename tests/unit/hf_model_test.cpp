@@ -270,13 +270,7 @@ TEST(HfCli, ServeStartsRequestsFromTheFoldersSamplingDefaults) {
   auto serve_log = [&](const std::string& extra) {
     const std::string cmd = "timeout -s INT 2 " + testing::tessera_binary() + " serve -m " + dir.path +
                             " --host 127.0.0.1 --port 0 " + extra + " 2>&1 </dev/null";
-    std::string out;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-    ::pclose(pipe);
-    return out;
+    return testing::run_shell(cmd).out;
   };
   const std::string with = serve_log("");
   EXPECT_NE(with.find("requests start from the model's sampling defaults (temperature 0.7, top_k 20, top_p 0.8;"),

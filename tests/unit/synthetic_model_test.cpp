@@ -1,7 +1,6 @@
 // Synthetic models: the preset table against the published shapes, files written for every weight type and
 // loaded back, in-memory (dummy) weights identical to the file's, and the bench helpers on a tiny model.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +21,7 @@
 #include "model/model.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
+#include "cli_runner.h"
 #include "test_paths.h"
 
 namespace tessera {
@@ -282,14 +282,8 @@ TEST(SyntheticModel, RooflineProbesMeasureSomething) {
 
 // Runs the tessera binary with `args`; returns its exit status and stdout.
 std::pair<int, std::string> run_tessera(const std::string& args) {
-  const std::string command = testing::tessera_binary() + " " + args + " 2>/dev/null";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, ""};
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  testing::ShellOutput r = testing::run_shell(testing::tessera_binary() + " " + args + " 2>/dev/null");
+  return {r.exit_code, std::move(r.out)};
 }
 
 TEST(SyntheticModel, CommandLine) {

@@ -3,7 +3,6 @@
 // pre-tokenizer regexes on their corner cases, the byte alphabet, added/special tokens, streaming decode.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "cli_runner.h"
 #include "test_paths.h"
 #include "tokenizer_vectors.h"
 #include "tokenizer/bpe_tokenizer.h"
@@ -164,12 +164,9 @@ TEST(TokenizerBpe, LongRunsAreLossless) {
   EXPECT_EQ(tokenizer->encode(corpus, false), ids);  // the word cache gives the same answer
 }
 
-// `tessera tokenize ARGS < input`: exit code, stdout and stderr.
-struct CommandResult {
-  int exit_code = -1;
-  std::string out, err;
-};
+using ::tessera::testing::CommandResult;
 
+// `tessera tokenize ARGS < input`: exit code, stdout and stderr.
 CommandResult run_tokenize(const std::string& args, const std::string& input) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string tag = std::to_string(::getpid());
@@ -178,12 +175,10 @@ CommandResult run_tokenize(const std::string& args, const std::string& input) {
   std::ofstream(in_path, std::ios::binary) << input;
   const std::string cmd =
       "timeout 60 " + ::tessera::testing::tessera_binary() + " tokenize " + args + " <" + in_path + " 2>" + err_path;
+  ::tessera::testing::ShellOutput shell = ::tessera::testing::run_shell(cmd);
   CommandResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.exit_code = shell.exit_code;
+  r.out = std::move(shell.out);
   r.err = read_file(err_path);
   std::filesystem::remove(in_path);
   std::filesystem::remove(err_path);
