@@ -20,6 +20,7 @@
 #include "core/cpu_features.h"
 #include "core/tensor_type.h"
 #include "core/thread_pool.h"
+#include "kernels/interleave.h"
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -110,10 +111,12 @@ struct Weights {
   size_t bytes = 0;  // one copy, INT4 group parameters included
 };
 
-// INT4 (group 32 or 128, rtn) or any GGUF/I8 type.
-Weights make_weights(TensorType type, int64_t group = 0) {
+// INT4 (group 32 or 128, rtn) or any GGUF/I8 type; Q4_0 rows interleaved as the model loader does
+// (kernels/interleave.h) with `interleaved`.
+Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = false) {
   Weights w;
   w.name = type == TensorType::INT4 ? "INT4_G" + std::to_string(group) : std::string(tensor_type_name(type));
+  if (interleaved) w.name += "x8";
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   std::vector<float> row(kNIn);
@@ -136,6 +139,7 @@ Weights make_weights(TensorType type, int64_t group = 0) {
       quantize_row(type, row.data(), w.data.data() + r * row_bytes, kNIn, &w.scales[size_t(r)]);
     }
   }
+  if (interleaved) interleave_q4_0(w.data.data(), kNOut, kNIn);
   for (size_t c = 0; c < copies; ++c) {
     if (c > 0) {
       std::memcpy(w.data.data() + c * data_bytes, w.data.data(), data_bytes);
@@ -143,6 +147,7 @@ Weights make_weights(TensorType type, int64_t group = 0) {
     }
     WeightMatrix m{type, kNOut, kNIn, w.data.data() + c * data_bytes, row_bytes,
                    type == TensorType::I8 ? w.scales.data() : nullptr};
+    if (interleaved) m.layout = WeightLayout::Q4_0x8;
     if (type == TensorType::INT4) {
       m.group_size = int32_t(group);
       m.group_scales = w.group_params.data() + c * param_count;
@@ -166,16 +171,22 @@ double time_once(const Weights& w, size_t& next, const float* x, int64_t n_token
 int main(int argc, char** argv) {
   using namespace tessera;
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 15;
-  std::vector<std::pair<TensorType, int64_t>> types;
+  struct Spec {
+    TensorType type;
+    int64_t group = 0;
+    bool interleaved = false;
+  };
+  std::vector<Spec> types;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "INT4" || a == "INT4_G32") types.push_back({TensorType::INT4, 32});
     if (a == "INT4_G128") types.push_back({TensorType::INT4, 128});
+    if (a == "Q4_0x8") types.push_back({TensorType::Q4_0, 0, true});
     for (TensorType t : {TensorType::Q8_0, TensorType::I8, TensorType::Q4_0, TensorType::F16, TensorType::Q4_K,
                          TensorType::Q6_K})
       if (a == tensor_type_name(t)) types.push_back({t, 0});
   }
-  if (types.empty()) types = {{TensorType::Q8_0, 0}, {TensorType::I8, 0}};
+  if (types.empty()) types = {{TensorType::Q8_0}, {TensorType::I8}};
   if (const char* shape = std::getenv("TESSERA_BENCH_SHAPE")) {
     long long n_out = 0, n_in = 0;
     if (std::sscanf(shape, "%lldx%lld", &n_out, &n_in) != 2 || n_out < 1 || n_in < 32) {
@@ -201,7 +212,7 @@ int main(int argc, char** argv) {
               pool.size(), std::string(isa_name(kernel_isa(active_isa()))).c_str(), reps,
               g_cpu_clock ? "thread CPU time" : "wall time");
   std::vector<Weights> ws;
-  for (const auto& [type, group] : types) ws.push_back(make_weights(type, group));
+  for (const Spec& t : types) ws.push_back(make_weights(t.type, t.group, t.interleaved));
   double bw = bandwidth_gbs(pool, slices, slice, 5), peak = int8_peak_gops(pool, 50);
   const std::vector<int64_t> token_counts = {1, 4, 16, 32, 128, 512};
   std::vector<std::vector<double>> best(ws.size(), std::vector<double>(token_counts.size(), 1e9));

@@ -39,6 +39,19 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);  // the mapping keeps its own reference to the file
 }
 
+void MappedFile::rewrite_private(size_t offset, size_t n, const std::function<void(uint8_t*)>& fn) {
+  if (offset > size_ || n > size_ - offset) fail("'{}': rewrite of bytes past the end of the mapping", path_);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto* base = const_cast<uint8_t*>(data_);
+  uint8_t* first = base + offset / page * page;
+  const size_t span = offset + n - static_cast<size_t>(first - base);
+  if (::mprotect(first, span, PROT_READ | PROT_WRITE) != 0) {
+    fail("cannot make '{}' writable in memory: {}", path_, std::strerror(errno));
+  }
+  fn(base + offset);
+  ::mprotect(first, span, PROT_READ);  // should this fail, the pages merely stay writable
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

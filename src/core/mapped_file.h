@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -17,6 +18,11 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+  // Runs fn on a writable view of bytes [offset, offset + n). The mapping is private copy-on-write: each page
+  // written becomes this process's own copy in place of the page-cache page (the resident size does not grow),
+  // and the file on disk never changes. The pages are read-only again when fn returns.
+  void rewrite_private(size_t offset, size_t n, const std::function<void(uint8_t*)>& fn);
   const std::string& path() const { return path_; }
 
  private:

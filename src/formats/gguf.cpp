@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "core/check.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/printable.h"
@@ -225,6 +226,13 @@ std::shared_ptr<File> File::open(const std::string& path) {
   file->bytes_ = mapping->bytes();
   file->parse();
   return file;
+}
+
+bool File::rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn) {
+  if (mapping_ == nullptr) return false;
+  TESSERA_CHECK(p >= bytes_.data() && n <= bytes_.size() && size_t(p - bytes_.data()) <= bytes_.size() - n);
+  mapping_->rewrite_private(size_t(p - bytes_.data()), n, fn);
+  return true;
 }
 
 std::shared_ptr<File> File::from_memory(std::span<const uint8_t> bytes, std::string name) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -121,6 +122,11 @@ class File {
   std::optional<bool> find_bool(std::string_view key) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+
+  // Files opened from disk: runs fn on a writable view of the n bytes at p (inside the file's bytes), in this
+  // process's private copy of the mapping (MappedFile::rewrite_private), and returns true. Other files
+  // (from_memory, from_parts) are not this object's to change: returns false without running fn.
+  bool rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn);
   const TensorInfo* find_tensor(std::string_view name) const;
 
  private:

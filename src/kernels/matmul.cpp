@@ -7,6 +7,8 @@
 
 #include "core/check.h"
 #include "kernels/int8_outliers.h"
+#include "kernels/interleave.h"
+#include "kernels/lowbit.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_lowbit.h"
 #include "kernels/quant.h"
@@ -34,8 +36,12 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-bool kernel_type(TensorType type, KernelType* out) {
-  switch (type) {
+bool kernel_type(const WeightMatrix& w, KernelType* out) {
+  if (w.layout == WeightLayout::Q4_0x8) {
+    *out = KernelType::Q4_0x8;
+    return w.type == TensorType::Q4_0;
+  }
+  switch (w.type) {
     case TensorType::F32: *out = KernelType::F32; return true;
     case TensorType::F16: *out = KernelType::F16; return true;
     case TensorType::BF16: *out = KernelType::BF16; return true;
@@ -58,7 +64,7 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
     thread_local std::vector<float> row;
     float* r = grow(row, static_cast<size_t>(w.n_in));
     for (int64_t o = begin; o < end; ++o) {
-      dequantize_row(w.type, w.row(o), r, w.n_in, w.row_scales ? w.row_scales[o] : 1.0f);
+      dequantize_weight_row(w, o, r);
       for (int64_t t = 0; t < n_tokens; ++t) {
         const float* xt = x + t * w.n_in;
         float sum = 0.0f;
@@ -85,7 +91,7 @@ ActKind act_kind(KernelType type) {
 
 // Matrices that take the fast path: a kernel type at a vector ISA level, not FP8/INT4 (matmul_lowbit).
 bool has_fast_kernel(const WeightMatrix& w, Isa level, KernelType* type) {
-  return !is_lowbit_type(w.type) && level != Isa::Scalar && kernel_type(w.type, type);
+  return !is_lowbit_type(w.type) && level != Isa::Scalar && kernel_type(w, type);
 }
 
 // INT4 matrices with one row length and group size take their activations in one format: one quantization and
@@ -154,11 +160,16 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   // the targets one by one.
   KernelType first_type;
   bool shared = has_fast_kernel(*targets[0].w, level, &first_type);
+  bool interleaved = false, all_whole_groups = true;
   for (const MatmulTarget& t : targets) {
     KernelType type;
     shared = shared && has_fast_kernel(*t.w, level, &type) && act_kind(type) == act_kind(first_type) &&
              t.w->n_in == targets[0].w->n_in && t.w->outlier_threshold == targets[0].w->outlier_threshold;
+    interleaved = interleaved || t.w->layout == WeightLayout::Q4_0x8;
+    all_whole_groups = all_whole_groups && t.w->n_out % kInterleaveRows == 0;
   }
+  // The row split runs in 8-row groups when a target is interleaved, which the others' rows must allow.
+  shared = shared && (!interleaved || all_whole_groups);
   if (!shared && targets.size() > 1 && shares_int4_input(targets)) {
     constexpr size_t kMax = 8;
     TESSERA_CHECK(targets.size() <= kMax);
@@ -194,7 +205,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   for (size_t j = 0; j < targets.size(); ++j) {
     const WeightMatrix& w = *targets[j].w;
     KernelType type;
-    kernel_type(w.type, &type);
+    kernel_type(w, &type);
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
     TESSERA_CHECK(type != KernelType::I8 || w.row_scales != nullptr);
     kernels::MatmulArgs& a = args[j];
@@ -211,9 +222,12 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     first_row[j + 1] = first_row[j] + std::max<int64_t>(w.n_out, 0);
   }
   // The targets' rows, end to end, split evenly over the threads: one barrier for all of them, and no thread
-  // idles at the end of a small matrix (k and v are an eighth of q in grouped-query models).
+  // idles at the end of a small matrix (k and v are an eighth of q in grouped-query models). Interleaved
+  // matrices are split at their 8-row groups: then every target's rows are, and the split runs in groups.
   const size_t n_targets = targets.size();
-  pool.parallel_for(first_row[n_targets], [&](int64_t begin, int64_t end) {
+  const int64_t unit = interleaved ? kInterleaveRows : 1;
+  pool.parallel_for(first_row[n_targets] / unit, [&](int64_t unit_begin, int64_t unit_end) {
+    const int64_t begin = unit_begin * unit, end = unit_end * unit;
     for (size_t j = 0; j < n_targets; ++j) {
       const int64_t lo = std::max(begin, first_row[j]), hi = std::min(end, first_row[j + 1]);
       if (lo < hi) rows_fn(args[j], lo - first_row[j], hi - first_row[j]);

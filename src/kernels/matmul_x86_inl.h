@@ -254,6 +254,77 @@ __attribute__((noinline, flatten)) void tile_block32(const TileCtx& c) {
   static_for<NT>([&](auto t) { static_for<NR>([&](auto r) { c.out(t, r) = hsum(acc[t][r]); }); });
 }
 
+// Q4_0x8 (kernels/interleave.h), one group of 8 rows for NT tokens: each register holds 4 values of all 8 rows,
+// so the rows' sums stay in separate int32 lanes and every block ends with one conversion and one FMA for the 8
+// rows instead of one per row. Per block and token: vector Pj's low nibbles are values 4j..4j+3 and its high
+// nibbles 16+4j..16+4j+3 of each row, multiplied (vpmaddubsw) with those 4 activation bytes broadcast; the eight
+// products add up in int16 (each pair sum is at most 2·15·127, eight of them 30480 < 32767), and vpmaddwd by 1
+// leaves row l's Σ q·x in lane l. The nibbles' offset of 8 is exact integer arithmetic: 8·Σx from the two
+// 16-value sums of the activations. Every token runs the same operations whatever NT is (batch invariance).
+inline __m256i broadcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 144;  // 8 fp16 scales + 4 × 32 nibble bytes
+  const int64_t nb = a.n_in / 32;
+  const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), eights = _mm256_set1_epi16(8);
+  __m256 acc[NT];
+  const int8_t* xq[NT];
+  const float* xd[NT];
+  const int16_t* xs[NT];
+  static_for<NT>([&](auto t) {
+    acc[t] = _mm256_setzero_ps();
+    xq[t] = a.xq.q + (t0 + t) * a.n_in;
+    xd[t] = a.xq.scale + (t0 + t) * nb;
+    xs[t] = a.xq.sum16 + (t0 + t) * nb * 2;
+  });
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBlockBytes;
+    prefetch(blk + kPrefetchBytes);
+    prefetch(blk + kPrefetchBytes + 64);
+    prefetch(blk + kPrefetchBytes + 128);
+    __m256i s16[NT];
+    static_for<NT>([&](auto t) { s16[t] = _mm256_setzero_si256(); });
+    static_for<4>([&](auto j) {
+      const __m256i p = _mm256_loadu_si256((const __m256i*)(blk + 16 + 32 * j));
+      const __m256i lo = _mm256_and_si256(p, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
+      static_for<NT>([&](auto t) {
+        const int8_t* x = xq[t] + b * 32;
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast32(x + 4 * j)));
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast32(x + 16 + 4 * j)));
+      });
+    });
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
+    static_for<NT>([&](auto t) {
+      const __m256i offset = _mm256_madd_epi16(broadcast32(xs[t] + 2 * b), eights);
+      const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(s16[t], ones), offset);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[t] + b)), acc[t]);
+    });
+  }
+  static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
+}
+
+// Groups one after another; a group's weights (at most a few tens of KiB) stay in L1/L2 while the token tiles
+// pass over them.
+void q4_0x8_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t g = row_begin / 8; g < row_end / 8; ++g) {
+    int64_t t = 0;
+    for (; t + kTileTokens <= a.n_tokens; t += kTileTokens) tile_q4_0x8<kTileTokens>(a, t, g);
+    switch (a.n_tokens - t) {
+      case 3: tile_q4_0x8<3>(a, t, g); break;
+      case 2: tile_q4_0x8<2>(a, t, g); break;
+      case 1: tile_q4_0x8<1>(a, t, g); break;
+      default: break;
+    }
+  }
+}
+
 // Q4_K's 12 scale bytes hold eight 6-bit scales and eight 6-bit mins. Bytes 0-3: scales 0-3 (low 6 bits),
 // bytes 4-7: mins 0-3; bytes 8-11: low nibble scale 4-7, high nibble min 4-7, whose top two bits are the top
 // bits of bytes 0-3 (scales) and 4-7 (mins).
@@ -556,6 +627,7 @@ void tile(const TileCtx& c) {
     case KernelType::Q4_0: return tile_block32<Q4_0Block, NT, NR>(c);
     case KernelType::Q4_K: return tile_q4_k<NT, NR>(c);
     case KernelType::Q6_K: return tile_q6_k<NT, NR>(c);
+    case KernelType::Q4_0x8: return;  // q4_0x8_rows
   }
 }
 
@@ -577,6 +649,7 @@ inline int block32_bytes(KernelType type) {
 }
 
 void matmul_rows_impl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.type == KernelType::Q4_0x8) return q4_0x8_rows(a, row_begin, row_end);
   // Rows are taken in chunks whose weights stay in L1/L2 while every token tile passes over them: the weights
   // are read from memory once per call, the (smaller) activations once per chunk from cache.
   int64_t chunk = static_cast<int64_t>(48 * 1024 / (a.row_bytes + 1)) / 4 * 4;

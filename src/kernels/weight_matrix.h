@@ -8,12 +8,16 @@
 
 namespace tessera {
 
+// How a matrix's bytes are ordered. Rows: as the file stores them, row by row. Q4_0x8: Q4_0 rows interleaved
+// in groups of 8 for the kernels (kernels/interleave.h); row(r) then does not address row r.
+enum class WeightLayout : uint8_t { Rows, Q4_0x8 };
+
 // A [n_out, n_in] matrix stored row by row (one output channel per row), as GGUF stores linear weights.
 struct WeightMatrix {
   TensorType type = TensorType::F32;
   int64_t n_out = 0;
   int64_t n_in = 0;
-  const uint8_t* data = nullptr;  // n_out rows of row_bytes each
+  const uint8_t* data = nullptr;  // n_out rows of row_bytes each (n_out * row_bytes bytes in any layout)
   size_t row_bytes = 0;
   // Per-output-channel scales for TensorType::I8 (Tessera's INT8 format: q * scale[row]) and
   // TensorType::FP8_E4M3 (fp8 value * scale[row]); null otherwise.
@@ -27,7 +31,9 @@ struct WeightMatrix {
   int32_t group_size = 0;
   const uint16_t* group_scales = nullptr;
   const uint16_t* group_zeros = nullptr;
+  WeightLayout layout = WeightLayout::Rows;
 
+  // Layout Rows only.
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
   int64_t n_groups() const { return group_size > 0 ? (n_in + group_size - 1) / group_size : 0; }
 };

@@ -395,6 +395,13 @@ std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const Synthet
     L.w_down = matrix(b + "ffn_down.weight");
     w.layers.push_back(L);
   }
+  if (options.interleave_q4_0) {
+    // The storage was allocated above and nothing else holds it: rewriting it in place is safe.
+    interleave_q4_0_weights(w, [](const uint8_t* data, size_t, const std::function<void(uint8_t*)>& fn) {
+      fn(const_cast<uint8_t*>(data));
+      return true;
+    });
+  }
   std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(synthetic_vocab(preset.n_vocab));
   return Model::from_parts(preset_config(preset), std::move(w), std::move(tokenizer), std::move(storage), options);
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -72,6 +73,30 @@ inline int64_t odd_n_in(TensorType type) {
     case 32: return 32 * 11;
     default: return 256 * 3;
   }
+}
+
+inline bool quantizes_activations(TensorType type) {
+  return type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16;
+}
+
+// |y - y_ref| bound for one output: fp32 rounding of two n-term dot products (2·n·eps·Σ|w·x|), plus, when the
+// kernel quantizes activations to int8, half a step of each activation block times the weights it meets.
+inline double error_bound(TensorType type, const float* w, const float* x, int64_t n) {
+  constexpr double kEps = 1.0 / (1 << 23);
+  double abs_dot = 0.0, quant = 0.0;
+  for (int64_t i = 0; i < n; ++i) abs_dot += std::fabs(double(w[i]) * x[i]);
+  if (quantizes_activations(type)) {
+    const int64_t block = type == TensorType::I8 ? n : 32;
+    for (int64_t b = 0; b < n; b += block) {
+      double amax = 0.0, wsum = 0.0;
+      for (int64_t i = b; i < b + block; ++i) {
+        amax = std::max(amax, double(std::fabs(x[i])));
+        wsum += std::fabs(w[i]);
+      }
+      quant += 0.5 * amax / 127.0 * wsum * 1.001;
+    }
+  }
+  return 2.0 * double(n) * kEps * abs_dot + quant + 1e-6 * kEps;
 }
 
 inline std::vector<TensorType> matmul_types() {

@@ -1,0 +1,124 @@
+// Q4_0 rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every byte, rows read back
+// exactly, and the interleaved kernel meets the reference bound and the batch-invariance contract.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernel_test_util.h"
+#include "kernels/interleave.h"
+#include "kernels/lowbit.h"
+#include "kernels/matmul.h"
+
+namespace tessera {
+namespace {
+
+using testing::error_bound;
+using testing::kernel_isas;
+using testing::make_weights;
+using testing::random_floats;
+
+// make_weights' Q4_0 matrix, plus an interleaved copy of its bytes.
+struct Interleaved {
+  testing::OwnedWeights rows;
+  std::vector<uint8_t> data;
+  WeightMatrix view;
+};
+
+Interleaved make_interleaved(int64_t n_out, int64_t n_in, uint32_t seed) {
+  Interleaved m{make_weights(TensorType::Q4_0, n_out, n_in, seed), {}, {}};
+  m.data = m.rows.data;
+  interleave_q4_0(m.data.data(), n_out, n_in);
+  m.view = m.rows.view;
+  m.view.data = m.data.data();
+  m.view.layout = WeightLayout::Q4_0x8;
+  return m;
+}
+
+TEST(Interleave, OnlyWholeGroupsOfQ4_0Rows) {
+  EXPECT_TRUE(can_interleave_q4_0(make_weights(TensorType::Q4_0, 16, 64, 1).view));
+  EXPECT_FALSE(can_interleave_q4_0(make_weights(TensorType::Q4_0, 12, 64, 1).view));
+  EXPECT_FALSE(can_interleave_q4_0(make_weights(TensorType::Q8_0, 16, 64, 1).view));
+  EXPECT_FALSE(can_interleave_q4_0(make_interleaved(16, 64, 1).view));  // already interleaved
+}
+
+TEST(Interleave, KeepsEveryByteAndRowsReadBack) {
+  const int64_t n_out = 24, n_in = 32 * 7;
+  const Interleaved m = make_interleaved(n_out, n_in, 3);
+  EXPECT_NE(m.data, m.rows.data);  // the layout did change
+  std::vector<uint8_t> sorted_before = m.rows.data, sorted_after = m.data;
+  std::sort(sorted_before.begin(), sorted_before.end());
+  std::sort(sorted_after.begin(), sorted_after.end());
+  EXPECT_EQ(sorted_before, sorted_after);
+  std::vector<uint8_t> row(m.view.row_bytes);
+  std::vector<float> values(static_cast<size_t>(n_in)), expected(static_cast<size_t>(n_in));
+  for (int64_t r = 0; r < n_out; ++r) {
+    deinterleave_q4_0_row(m.view, r, row.data());
+    ASSERT_EQ(0, std::memcmp(row.data(), m.rows.view.row(r), row.size())) << "row " << r;
+    dequantize_weight_row(m.view, r, values.data());
+    dequantize_weight_row(m.rows.view, r, expected.data());
+    ASSERT_EQ(values, expected) << "row " << r;
+  }
+}
+
+// At every ISA level: within the reference bound, and each token's outputs bit-identical alone or in any batch,
+// with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
+TEST(Interleave, MatmulMatchesReferenceAndIsBatchInvariant) {
+  const int64_t n_in = 32 * 21, n_out = 8 * 37, n_max = 13;
+  const Interleaved m = make_interleaved(n_out, n_in, 5);
+  auto x = random_floats(size_t(n_max * n_in), 6);
+  for (int64_t t = 0; t < n_max; ++t)
+    for (int64_t i = 0; i < n_in; ++i) x[t * n_in + i] *= float(1 + t % 5) * (t % 3 == 0 ? 100.0f : 0.01f);
+  ThreadPool one(1), two(2), three(3);
+  std::vector<float> y_ref(size_t(n_max * n_out));
+  matmul_reference(m.rows.view, x.data(), n_max, y_ref.data(), one);
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    std::vector<float> alone(size_t(n_max * n_out)), y(alone.size());
+    for (int64_t t = 0; t < n_max; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+    for (int64_t t = 0; t < n_max; ++t) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        ASSERT_NEAR(alone[t * n_out + o], y_ref[t * n_out + o],
+                    error_bound(TensorType::Q4_0, &m.rows.dequantized[o * n_in], &x[t * n_in], n_in))
+            << isa_name(isa) << ", token " << t << ", row " << o;
+      }
+    }
+    for (ThreadPool* pool : {&one, &two, &three}) {
+      for (int64_t n = 2; n <= n_max; ++n) {
+        const int64_t first = (n * 5) % (n_max - n + 1);
+        std::fill(y.begin(), y.end(), 0.0f);
+        matmul(m.view, &x[first * n_in], n, y.data(), *pool, isa);
+        ASSERT_EQ(0, std::memcmp(y.data(), &alone[first * n_out], sizeof(float) * size_t(n * n_out)))
+            << isa_name(isa) << ": batch of " << n << " from token " << first << ", " << pool->size() << " threads";
+      }
+    }
+  }
+}
+
+// Interleaved q, k, v share one quantization and parallel region with each other and with row-layout matrices
+// of the same activation format; a target whose rows are not whole groups sends the set down separate calls.
+TEST(Interleave, SharedInputEqualsSeparateCalls) {
+  const int64_t n_in = 32 * 9;
+  const Interleaved q = make_interleaved(64, n_in, 7), k = make_interleaved(16, n_in, 8);
+  const auto q8 = make_weights(TensorType::Q8_0, 24, n_in, 9), odd = make_weights(TensorType::Q4_0, 13, n_in, 10);
+  const std::vector<std::vector<const WeightMatrix*>> sets = {
+      {&q.view, &k.view, &k.view}, {&q.view, &q8.view}, {&q.view, &odd.view, &k.view}};
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    for (const int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (size_t s = 0; s < sets.size(); ++s) {
+        for (const int64_t n_tokens : {1, 6}) {
+          const auto x = random_floats(size_t(n_tokens * n_in), 11 + uint32_t(n_tokens));
+          testing::expect_shared_input_equals_separate(sets[s], x, n_tokens, pool, isa, "set " + std::to_string(s));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera
