@@ -2,7 +2,7 @@
 // count, best-of-N time of one 2048×5632 matmul (TinyLlama FFN shape, or TESSERA_BENCH_SHAPE), as GB/s of weights (decode) and GOP/s
 // (2 ops per multiply-add), next to read bandwidth and the int8 peak (vpmaddubsw + vpmaddwd + vpaddd chains,
 // the kernels' byte dot product). Best-of-N rather than means: the machine is shared and noise only slows.
-// Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 I8 INT4 INT4_G128
+// Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 Q8_0x8 I8 INT4 INT4_G128
 // Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
 // TESSERA_BENCH_THREADS=1 times one thread by its CPU time, the steadier number on a busy machine.
 #include <immintrin.h>
@@ -111,7 +111,7 @@ struct Weights {
   size_t bytes = 0;  // one copy, INT4 group parameters included
 };
 
-// INT4 (group 32 or 128, rtn) or any GGUF/I8 type; Q4_0 rows interleaved as the model loader does
+// INT4 (group 32 or 128, rtn) or any GGUF/I8 type; Q4_0 or Q8_0 rows interleaved as the model loader does
 // (kernels/interleave.h) with `interleaved`.
 Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = false) {
   Weights w;
@@ -139,7 +139,7 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
       quantize_row(type, row.data(), w.data.data() + r * row_bytes, kNIn, &w.scales[size_t(r)]);
     }
   }
-  if (interleaved) interleave_q4_0(w.data.data(), kNOut, kNIn);
+  if (interleaved) interleave_rows(type, w.data.data(), kNOut, kNIn);
   for (size_t c = 0; c < copies; ++c) {
     if (c > 0) {
       std::memcpy(w.data.data() + c * data_bytes, w.data.data(), data_bytes);
@@ -147,7 +147,7 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
     }
     WeightMatrix m{type, kNOut, kNIn, w.data.data() + c * data_bytes, row_bytes,
                    type == TensorType::I8 ? w.scales.data() : nullptr};
-    if (interleaved) m.layout = WeightLayout::Q4_0x8;
+    if (interleaved) m.layout = WeightLayout::Interleaved8;
     if (type == TensorType::INT4) {
       m.group_size = int32_t(group);
       m.group_scales = w.group_params.data() + c * param_count;
@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
     if (a == "INT4" || a == "INT4_G32") types.push_back({TensorType::INT4, 32});
     if (a == "INT4_G128") types.push_back({TensorType::INT4, 128});
     if (a == "Q4_0x8") types.push_back({TensorType::Q4_0, 0, true});
+    if (a == "Q8_0x8") types.push_back({TensorType::Q8_0, 0, true});
     for (TensorType t : {TensorType::Q8_0, TensorType::I8, TensorType::Q4_0, TensorType::F16, TensorType::Q4_K,
                          TensorType::Q6_K})
       if (a == tensor_type_name(t)) types.push_back({t, 0});

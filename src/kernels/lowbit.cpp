@@ -94,10 +94,10 @@ void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* dst) {
       dequantize_row_fp8(w.row(r), w.n_in, w.row_scales[r], dst);
       return;
     default:
-      if (w.layout == WeightLayout::Q4_0x8) {
+      if (w.layout == WeightLayout::Interleaved8) {
         thread_local std::vector<uint8_t> row;
         if (row.size() < w.row_bytes) row.resize(w.row_bytes);
-        deinterleave_q4_0_row(w, r, row.data());
+        deinterleave_row(w, r, row.data());
         return dequantize_row(w.type, row.data(), dst, w.n_in, 1.0f);
       }
       dequantize_row(w.type, w.row(r), dst, w.n_in, w.row_scales ? w.row_scales[r] : 1.0f);

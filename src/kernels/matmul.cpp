@@ -37,9 +37,9 @@ T* grow(std::vector<T>& v, size_t n) {
 }
 
 bool kernel_type(const WeightMatrix& w, KernelType* out) {
-  if (w.layout == WeightLayout::Q4_0x8) {
-    *out = KernelType::Q4_0x8;
-    return w.type == TensorType::Q4_0;
+  if (w.layout == WeightLayout::Interleaved8) {
+    *out = w.type == TensorType::Q8_0 ? KernelType::Q8_0x8 : KernelType::Q4_0x8;
+    return w.type == TensorType::Q4_0 || w.type == TensorType::Q8_0;
   }
   switch (w.type) {
     case TensorType::F32: *out = KernelType::F32; return true;
@@ -165,7 +165,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     KernelType type;
     shared = shared && has_fast_kernel(*t.w, level, &type) && act_kind(type) == act_kind(first_type) &&
              t.w->n_in == targets[0].w->n_in && t.w->outlier_threshold == targets[0].w->outlier_threshold;
-    interleaved = interleaved || t.w->layout == WeightLayout::Q4_0x8;
+    interleaved = interleaved || t.w->layout == WeightLayout::Interleaved8;
     all_whole_groups = all_whole_groups && t.w->n_out % kInterleaveRows == 0;
   }
   // The row split runs in 8-row groups when a target is interleaved, which the others' rows must allow.

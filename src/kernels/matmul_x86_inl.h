@@ -254,7 +254,7 @@ __attribute__((noinline, flatten)) void tile_block32(const TileCtx& c) {
   static_for<NT>([&](auto t) { static_for<NR>([&](auto r) { c.out(t, r) = hsum(acc[t][r]); }); });
 }
 
-// Q4_0x8 (kernels/interleave.h), one group of 8 rows for NT tokens: each register holds 4 values of all 8 rows,
+// Q4_0x8 (Q4_0 in kernels/interleave.h), one group of 8 rows for NT tokens: each register holds 4 values of all 8 rows,
 // so the rows' sums stay in separate int32 lanes and every block ends with one conversion and one FMA for the 8
 // rows instead of one per row. Per block and token: vector Pj's low nibbles are values 4j..4j+3 and its high
 // nibbles 16+4j..16+4j+3 of each row, multiplied (vpmaddubsw) with those 4 activation bytes broadcast; the eight
@@ -310,16 +310,63 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
   static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
+// Q8_0x8 (kernels/interleave.h), one group of 8 rows for NT tokens, the same scheme as Q4_0x8 with signed
+// weights: vector Vj holds values 4j..4j+3 of the 8 rows, multiplied as |x| · (w with x's sign) (|x| comes with
+// the activations, q_abs) against those 4 activation bytes broadcast. A pair sum can reach 2·127·127, so each
+// product widens to int32 at once (vpmaddwd by 1) before the eight add up.
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 272;  // 8 fp16 scales + 8 × 32 bytes
+  const int64_t nb = a.n_in / 32;
+  const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  const int8_t* xq[NT];
+  const int8_t* xa[NT];
+  const float* xd[NT];
+  static_for<NT>([&](auto t) {
+    acc[t] = _mm256_setzero_ps();
+    xq[t] = a.xq.q + (t0 + t) * a.n_in;
+    xa[t] = a.xq.q_abs + (t0 + t) * a.n_in;
+    xd[t] = a.xq.scale + (t0 + t) * nb;
+  });
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBlockBytes;
+    for (int line = 0; line < kBlockBytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+    __m256i s32[NT];
+    static_for<NT>([&](auto t) { s32[t] = _mm256_setzero_si256(); });
+    static_for<8>([&](auto j) {
+      const __m256i v = _mm256_loadu_si256((const __m256i*)(blk + 16 + 32 * j));
+      static_for<NT>([&](auto t) {
+        const __m256i signed_w = _mm256_sign_epi8(v, broadcast32(xq[t] + b * 32 + 4 * j));
+        const __m256i p = _mm256_maddubs_epi16(broadcast32(xa[t] + b * 32 + 4 * j), signed_w);
+        s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(p, ones));
+      });
+    });
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
+    static_for<NT>([&](auto t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[t] + b)), acc[t]);
+    });
+  }
+  static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
+}
+
 // Groups one after another; a group's weights (at most a few tens of KiB) stay in L1/L2 while the token tiles
 // pass over them.
-void q4_0x8_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+template <int NT>
+void tile_interleaved(const MatmulArgs& a, int64_t t0, int64_t group) {
+  if (a.type == KernelType::Q8_0x8) return tile_q8_0x8<NT>(a, t0, group);
+  tile_q4_0x8<NT>(a, t0, group);
+}
+
+void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t g = row_begin / 8; g < row_end / 8; ++g) {
     int64_t t = 0;
-    for (; t + kTileTokens <= a.n_tokens; t += kTileTokens) tile_q4_0x8<kTileTokens>(a, t, g);
+    for (; t + kTileTokens <= a.n_tokens; t += kTileTokens) tile_interleaved<kTileTokens>(a, t, g);
     switch (a.n_tokens - t) {
-      case 3: tile_q4_0x8<3>(a, t, g); break;
-      case 2: tile_q4_0x8<2>(a, t, g); break;
-      case 1: tile_q4_0x8<1>(a, t, g); break;
+      case 3: tile_interleaved<3>(a, t, g); break;
+      case 2: tile_interleaved<2>(a, t, g); break;
+      case 1: tile_interleaved<1>(a, t, g); break;
       default: break;
     }
   }
@@ -627,7 +674,8 @@ void tile(const TileCtx& c) {
     case KernelType::Q4_0: return tile_block32<Q4_0Block, NT, NR>(c);
     case KernelType::Q4_K: return tile_q4_k<NT, NR>(c);
     case KernelType::Q6_K: return tile_q6_k<NT, NR>(c);
-    case KernelType::Q4_0x8: return;  // q4_0x8_rows
+    case KernelType::Q4_0x8:
+    case KernelType::Q8_0x8: return;  // interleaved_rows
   }
 }
 
@@ -649,7 +697,7 @@ inline int block32_bytes(KernelType type) {
 }
 
 void matmul_rows_impl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.type == KernelType::Q4_0x8) return q4_0x8_rows(a, row_begin, row_end);
+  if (a.type == KernelType::Q4_0x8 || a.type == KernelType::Q8_0x8) return interleaved_rows(a, row_begin, row_end);
   // Rows are taken in chunks whose weights stay in L1/L2 while every token tile passes over them: the weights
   // are read from memory once per call, the (smaller) activations once per chunk from cache.
   int64_t chunk = static_cast<int64_t>(48 * 1024 / (a.row_bytes + 1)) / 4 * 4;

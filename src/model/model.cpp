@@ -290,26 +290,26 @@ void for_each_linear(Weights& w, F&& f) {
 
 }  // namespace
 
-void interleave_q4_0_weights(ModelWeights& w, const WeightRewriter& rewrite) {
+void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite) {
   std::unordered_set<const uint8_t*> done;
   for_each_linear(w, [&](WeightMatrix& m) {
     if (done.count(m.data) != 0) {
-      m.layout = WeightLayout::Q4_0x8;  // a second view of bytes already rewritten
+      m.layout = WeightLayout::Interleaved8;  // a second view of bytes already rewritten
       return;
     }
-    if (!can_interleave_q4_0(m)) return;
-    const auto interleave = [&](uint8_t* p) { interleave_q4_0(p, m.n_out, m.n_in); };
+    if (!can_interleave(m)) return;
+    const auto interleave = [&](uint8_t* p) { interleave_rows(m.type, p, m.n_out, m.n_in); };
     if (!rewrite(m.data, size_t(m.n_out) * m.row_bytes, interleave)) return;
-    m.layout = WeightLayout::Q4_0x8;
+    m.layout = WeightLayout::Interleaved8;
     done.insert(m.data);
   });
-  if (done.count(w.token_embd.data) != 0) w.token_embd.layout = WeightLayout::Q4_0x8;
+  if (done.count(w.token_embd.data) != 0) w.token_embd.layout = WeightLayout::Interleaved8;
 }
 
 void Model::apply(const LoadOptions& options) {
   check_int8_threshold(options.int8_threshold);
-  if (options.interleave_q4_0 && file_ != nullptr) {
-    interleave_q4_0_weights(weights_, [&](const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn) {
+  if (options.interleave_rows && file_ != nullptr) {
+    interleave_weights(weights_, [&](const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn) {
       return file_->rewrite_private(data, n, fn);
     });
   }

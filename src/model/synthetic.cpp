@@ -395,9 +395,9 @@ std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const Synthet
     L.w_down = matrix(b + "ffn_down.weight");
     w.layers.push_back(L);
   }
-  if (options.interleave_q4_0) {
+  if (options.interleave_rows) {
     // The storage was allocated above and nothing else holds it: rewriting it in place is safe.
-    interleave_q4_0_weights(w, [](const uint8_t* data, size_t, const std::function<void(uint8_t*)>& fn) {
+    interleave_weights(w, [](const uint8_t* data, size_t, const std::function<void(uint8_t*)>& fn) {
       fn(const_cast<uint8_t*>(data));
       return true;
     });

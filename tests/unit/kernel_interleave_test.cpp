@@ -1,5 +1,5 @@
-// Q4_0 rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every byte, rows read back
-// exactly, and the interleaved kernel meets the reference bound and the batch-invariance contract.
+// Q4_0 and Q8_0 rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every byte, rows read
+// back exactly, and the interleaved kernels meet the reference bound and the batch-invariance contract.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,33 +21,39 @@ using testing::kernel_isas;
 using testing::make_weights;
 using testing::random_floats;
 
-// make_weights' Q4_0 matrix, plus an interleaved copy of its bytes.
+// make_weights' matrix of `type`, plus an interleaved copy of its bytes.
 struct Interleaved {
   testing::OwnedWeights rows;
   std::vector<uint8_t> data;
   WeightMatrix view;
 };
 
-Interleaved make_interleaved(int64_t n_out, int64_t n_in, uint32_t seed) {
-  Interleaved m{make_weights(TensorType::Q4_0, n_out, n_in, seed), {}, {}};
+Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint32_t seed) {
+  Interleaved m{make_weights(type, n_out, n_in, seed), {}, {}};
   m.data = m.rows.data;
-  interleave_q4_0(m.data.data(), n_out, n_in);
+  interleave_rows(type, m.data.data(), n_out, n_in);
   m.view = m.rows.view;
   m.view.data = m.data.data();
-  m.view.layout = WeightLayout::Q4_0x8;
+  m.view.layout = WeightLayout::Interleaved8;
   return m;
 }
 
-TEST(Interleave, OnlyWholeGroupsOfQ4_0Rows) {
-  EXPECT_TRUE(can_interleave_q4_0(make_weights(TensorType::Q4_0, 16, 64, 1).view));
-  EXPECT_FALSE(can_interleave_q4_0(make_weights(TensorType::Q4_0, 12, 64, 1).view));
-  EXPECT_FALSE(can_interleave_q4_0(make_weights(TensorType::Q8_0, 16, 64, 1).view));
-  EXPECT_FALSE(can_interleave_q4_0(make_interleaved(16, 64, 1).view));  // already interleaved
+TEST(Interleave, OnlyWholeGroupsOfQ4_0OrQ8_0Rows) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0}) {
+    EXPECT_TRUE(can_interleave(make_weights(type, 16, 64, 1).view));
+    EXPECT_FALSE(can_interleave(make_weights(type, 12, 64, 1).view));
+    EXPECT_FALSE(can_interleave(make_interleaved(type, 16, 64, 1).view));  // already interleaved
+  }
+  for (TensorType type : {TensorType::Q4_K, TensorType::I8, TensorType::F16}) {
+    EXPECT_FALSE(can_interleave(make_weights(type, 16, 256, 1).view)) << tensor_type_name(type);
+  }
 }
 
-TEST(Interleave, KeepsEveryByteAndRowsReadBack) {
+class InterleaveType : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
   const int64_t n_out = 24, n_in = 32 * 7;
-  const Interleaved m = make_interleaved(n_out, n_in, 3);
+  const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 3);
   EXPECT_NE(m.data, m.rows.data);  // the layout did change
   std::vector<uint8_t> sorted_before = m.rows.data, sorted_after = m.data;
   std::sort(sorted_before.begin(), sorted_before.end());
@@ -56,7 +62,7 @@ TEST(Interleave, KeepsEveryByteAndRowsReadBack) {
   std::vector<uint8_t> row(m.view.row_bytes);
   std::vector<float> values(static_cast<size_t>(n_in)), expected(static_cast<size_t>(n_in));
   for (int64_t r = 0; r < n_out; ++r) {
-    deinterleave_q4_0_row(m.view, r, row.data());
+    deinterleave_row(m.view, r, row.data());
     ASSERT_EQ(0, std::memcmp(row.data(), m.rows.view.row(r), row.size())) << "row " << r;
     dequantize_weight_row(m.view, r, values.data());
     dequantize_weight_row(m.rows.view, r, expected.data());
@@ -66,9 +72,9 @@ TEST(Interleave, KeepsEveryByteAndRowsReadBack) {
 
 // At every ISA level: within the reference bound, and each token's outputs bit-identical alone or in any batch,
 // with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
-TEST(Interleave, MatmulMatchesReferenceAndIsBatchInvariant) {
+TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   const int64_t n_in = 32 * 21, n_out = 8 * 37, n_max = 13;
-  const Interleaved m = make_interleaved(n_out, n_in, 5);
+  const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 5);
   auto x = random_floats(size_t(n_max * n_in), 6);
   for (int64_t t = 0; t < n_max; ++t)
     for (int64_t i = 0; i < n_in; ++i) x[t * n_in + i] *= float(1 + t % 5) * (t % 3 == 0 ? 100.0f : 0.01f);
@@ -82,7 +88,7 @@ TEST(Interleave, MatmulMatchesReferenceAndIsBatchInvariant) {
     for (int64_t t = 0; t < n_max; ++t) {
       for (int64_t o = 0; o < n_out; ++o) {
         ASSERT_NEAR(alone[t * n_out + o], y_ref[t * n_out + o],
-                    error_bound(TensorType::Q4_0, &m.rows.dequantized[o * n_in], &x[t * n_in], n_in))
+                    error_bound(GetParam(), &m.rows.dequantized[o * n_in], &x[t * n_in], n_in))
             << isa_name(isa) << ", token " << t << ", row " << o;
       }
     }
@@ -102,10 +108,12 @@ TEST(Interleave, MatmulMatchesReferenceAndIsBatchInvariant) {
 // of the same activation format; a target whose rows are not whole groups sends the set down separate calls.
 TEST(Interleave, SharedInputEqualsSeparateCalls) {
   const int64_t n_in = 32 * 9;
-  const Interleaved q = make_interleaved(64, n_in, 7), k = make_interleaved(16, n_in, 8);
+  const Interleaved q = make_interleaved(TensorType::Q4_0, 64, n_in, 7);
+  const Interleaved k = make_interleaved(TensorType::Q4_0, 16, n_in, 8);
+  const Interleaved v = make_interleaved(TensorType::Q8_0, 16, n_in, 12);
   const auto q8 = make_weights(TensorType::Q8_0, 24, n_in, 9), odd = make_weights(TensorType::Q4_0, 13, n_in, 10);
   const std::vector<std::vector<const WeightMatrix*>> sets = {
-      {&q.view, &k.view, &k.view}, {&q.view, &q8.view}, {&q.view, &odd.view, &k.view}};
+      {&q.view, &k.view, &v.view}, {&q.view, &q8.view}, {&q.view, &odd.view, &k.view}, {&v.view, &v.view}};
   for (const Isa isa : kernel_isas()) {
     if (isa > detected_isa()) continue;
     for (const int threads : {1, 2, 3}) {
@@ -119,6 +127,9 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, InterleaveType, ::testing::Values(TensorType::Q4_0, TensorType::Q8_0),
+                         [](const auto& info) { return std::string(tensor_type_name(info.param)); });
 
 }  // namespace
 }  // namespace tessera

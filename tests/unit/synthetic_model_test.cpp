@@ -220,37 +220,41 @@ TEST(SyntheticModel, WritesLoadsAndRunsEveryType) {
   }
 }
 
-// Q4_0 matrices are interleaved for the kernels (kernels/interleave.h) in the process's private copy of the
-// mapping: the file keeps its bytes, and the logits stay those of the row layout up to fp32 summation order.
-TEST(SyntheticModel, Q4_0InterleavedInPrivatePagesOnly) {
-  const ModelPreset& p = preset("test-tiny");
-  TempFile file("q4_0_interleave");
-  write_synthetic_model(p, plan_synthetic_model(p, TensorType::Q4_0, 3), file.path, nullptr, test_pool());
-  const std::string before = read_file(file.path);
-  const std::vector<int32_t> prompt = {1, 300, 17, 42, 99};
-  {
-    const auto model = Model::load(file.path);
-    for (const WeightMatrix* m : {&model->weights().layers[0].wq, &model->weights().layers[1].w_down,
-                                  &model->weights().output}) {
-      EXPECT_EQ(m->layout, WeightLayout::Q4_0x8);
-    }
-    EXPECT_EQ(model->weights().token_embd.layout,
-              p.tied_output ? WeightLayout::Q4_0x8 : WeightLayout::Rows);  // only looked up unless tied
-    const std::vector<float> a = logits_of(model, prompt);
-    // The rewritten pages replaced the file's pages in the mapping: resident no more than the file.
-    EXPECT_LE(resident_bytes_of_file_mapping(file.path), (model->file()->file_size() + 4095) / 4096 * 4096);
-    EXPECT_EQ(read_file(file.path), before);  // while mapped and rewritten
+// Q4_0 and Q8_0 matrices are interleaved for the kernels (kernels/interleave.h) in the process's private copy
+// of the mapping: the file keeps its bytes, and the logits stay those of the row layout up to fp32 summation
+// order.
+TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
+  for (const TensorType type : {TensorType::Q4_0, TensorType::Q8_0}) {
+    SCOPED_TRACE(tensor_type_name(type));
+    const ModelPreset& p = preset("test-tiny");
+    TempFile file("interleave");
+    write_synthetic_model(p, plan_synthetic_model(p, type, 3), file.path, nullptr, test_pool());
+    const std::string before = read_file(file.path);
+    const std::vector<int32_t> prompt = {1, 300, 17, 42, 99};
+    {
+      const auto model = Model::load(file.path);
+      for (const WeightMatrix* m : {&model->weights().layers[0].wq, &model->weights().layers[1].w_down,
+                                    &model->weights().output}) {
+        EXPECT_EQ(m->layout, WeightLayout::Interleaved8);
+      }
+      EXPECT_EQ(model->weights().token_embd.layout,
+                p.tied_output ? WeightLayout::Interleaved8 : WeightLayout::Rows);  // only looked up unless tied
+      const std::vector<float> a = logits_of(model, prompt);
+      // The rewritten pages replaced the file's pages in the mapping: resident no more than the file.
+      EXPECT_LE(resident_bytes_of_file_mapping(file.path), (model->file()->file_size() + 4095) / 4096 * 4096);
+      EXPECT_EQ(read_file(file.path), before);  // while mapped and rewritten
 
-    const auto plain = Model::load(file.path, LoadOptions{.interleave_q4_0 = false});
-    EXPECT_EQ(plain->weights().layers[0].wq.layout, WeightLayout::Rows);
-    const std::vector<float> b = logits_of(plain, prompt);
-    ASSERT_EQ(a.size(), b.size());
-    float scale = 0.0f;
-    for (float x : b) scale = std::max(scale, std::fabs(x));
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * scale) << i;
-    EXPECT_NE(a, b);  // different kernels really ran
+      const auto plain = Model::load(file.path, LoadOptions{.interleave_rows = false});
+      EXPECT_EQ(plain->weights().layers[0].wq.layout, WeightLayout::Rows);
+      const std::vector<float> b = logits_of(plain, prompt);
+      ASSERT_EQ(a.size(), b.size());
+      float scale = 0.0f;
+      for (float x : b) scale = std::max(scale, std::fabs(x));
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * scale) << i;
+      EXPECT_NE(a, b);  // different kernels really ran
+    }
+    EXPECT_EQ(read_file(file.path), before);
   }
-  EXPECT_EQ(read_file(file.path), before);
 }
 
 TEST(SyntheticModel, SeedChangesWeights) {
