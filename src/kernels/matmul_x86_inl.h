@@ -254,12 +254,12 @@ __attribute__((noinline, flatten)) void tile_block32(const TileCtx& c) {
   static_for<NT>([&](auto t) { static_for<NR>([&](auto r) { c.out(t, r) = hsum(acc[t][r]); }); });
 }
 
-// Q4_0x8 (Q4_0 in kernels/interleave.h), one group of 8 rows for NT tokens: each register holds 4 values of all 8 rows,
-// so the rows' sums stay in separate int32 lanes and every block ends with one conversion and one FMA for the 8
-// rows instead of one per row. Per block and token: vector Pj's low nibbles are values 4j..4j+3 and its high
-// nibbles 16+4j..16+4j+3 of each row, multiplied (vpmaddubsw) with those 4 activation bytes broadcast; the eight
-// products add up in int16 (each pair sum is at most 2·15·127, eight of them 30480 < 32767), and vpmaddwd by 1
-// leaves row l's Σ q·x in lane l. The nibbles' offset of 8 is exact integer arithmetic: 8·Σx from the two
+// Q4_0x8 (kernels/interleave.h), one group of 8 rows for NT tokens: each register holds 4 values of all 8
+// rows, so the rows' sums stay in separate int32 lanes and every block ends with one conversion and one FMA for
+// the 8 rows instead of one per row. Per block and token: vector Vj's low nibbles are values 4j..4j+3 and its
+// high nibbles 16+4j..16+4j+3 of each row, multiplied (vpmaddubsw) with those 4 activation bytes broadcast; the
+// eight products add up in int16 (each pair sum is at most 2·15·127, eight of them 30480 < 32767), and vpmaddwd
+// by 1 leaves row l's Σ q·x in lane l. The nibbles' offset of 8 is exact integer arithmetic: 8·Σx from the two
 // 16-value sums of the activations. Every token runs the same operations whatever NT is (batch invariance).
 inline __m256i broadcast32(const void* p) {
   int32_t v;
