@@ -69,7 +69,8 @@ int run_quantize(const QuantizeCliOptions& c) {
   ProgressBar bar(c.quiet);
   o.progress = [&bar](std::string_view stage, size_t done, size_t total) { bar.update(stage, done, total); };
 
-  auto model = load_model_or_embedded(c.input);
+  // The tensors not quantized are copied from the file's bytes, so they must keep the file's layout.
+  auto model = load_model_or_embedded(c.input, LoadOptions{.interleave_rows = false});
   const auto start = std::chrono::steady_clock::now();
   const quant::QuantizeReport r = quant::quantize_model(*model, c.output, o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -165,6 +165,9 @@ QuantizeReport quantize_model(const Model& model, const std::string& out_path, c
            file->name(), name, tensor_type_name(lin.w->type));
     }
   }
+  if (mw.output.layout != WeightLayout::Rows || mw.token_embd.layout != WeightLayout::Rows) {
+    fail("quantize: the model's matrices were rewritten for the kernels; load it with interleave_rows = false");
+  }
   check_writable(out_path);
 
   QuantizeReport report;
