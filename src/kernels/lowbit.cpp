@@ -98,7 +98,7 @@ void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* dst) {
         thread_local std::vector<uint8_t> row;
         if (row.size() < w.row_bytes) row.resize(w.row_bytes);
         deinterleave_row(w, r, row.data());
-        return dequantize_row(w.type, row.data(), dst, w.n_in, 1.0f);
+        return dequantize_row(w.type, row.data(), dst, w.n_in, w.row_scales ? w.row_scales[r] : 1.0f);
       }
       dequantize_row(w.type, w.row(r), dst, w.n_in, w.row_scales ? w.row_scales[r] : 1.0f);
   }

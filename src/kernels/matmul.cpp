@@ -38,8 +38,12 @@ T* grow(std::vector<T>& v, size_t n) {
 
 bool kernel_type(const WeightMatrix& w, KernelType* out) {
   if (w.layout == WeightLayout::Interleaved8) {
-    *out = w.type == TensorType::Q8_0 ? KernelType::Q8_0x8 : KernelType::Q4_0x8;
-    return w.type == TensorType::Q4_0 || w.type == TensorType::Q8_0;
+    switch (w.type) {
+      case TensorType::Q4_0: *out = KernelType::Q4_0x8; return true;
+      case TensorType::Q8_0: *out = KernelType::Q8_0x8; return true;
+      case TensorType::I8: *out = KernelType::I8x8; return true;
+      default: return false;
+    }
   }
   switch (w.type) {
     case TensorType::F32: *out = KernelType::F32; return true;
@@ -86,7 +90,8 @@ namespace {
 enum class ActKind { Float, PerRow, Block32 };
 
 ActKind act_kind(KernelType type) {
-  return is_float_type(type) ? ActKind::Float : type == KernelType::I8 ? ActKind::PerRow : ActKind::Block32;
+  if (is_float_type(type)) return ActKind::Float;
+  return type == KernelType::I8 || type == KernelType::I8x8 ? ActKind::PerRow : ActKind::Block32;
 }
 
 // Matrices that take the fast path: a kernel type at a vector ISA level, not FP8/INT4 (matmul_lowbit).
@@ -207,7 +212,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     KernelType type;
     kernel_type(w, &type);
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
-    TESSERA_CHECK(type != KernelType::I8 || w.row_scales != nullptr);
+    TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8) || w.row_scales != nullptr);
     kernels::MatmulArgs& a = args[j];
     a.type = type;
     a.n_in = n_in;

@@ -310,6 +310,26 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
   static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
+// s32[t] += the int32 lanes of Σ w·x over 4 bytes per lane, for vector v of 8 rows' weights and the 4 activation
+// bytes at offset i of each token, broadcast. Signed × signed through vpmaddubsw's unsigned × signed: one token
+// takes |x| · (w with x's sign), both broadcasts loaded; more tokens share |w| and each takes (x with w's sign),
+// one broadcast each. Both give the same exact integers (|w|, |x| ≤ 127: no saturation).
+template <int NT>
+TESSERA_INLINE inline void s32_products(__m256i v, const int8_t* const* xq, const int8_t* const* xa, int64_t i,
+                                        __m256i* s32) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (NT == 1) {
+    const __m256i signed_w = _mm256_sign_epi8(v, broadcast32(xq[0] + i));
+    s32[0] = _mm256_add_epi32(s32[0], _mm256_madd_epi16(_mm256_maddubs_epi16(broadcast32(xa[0] + i), signed_w), ones));
+  } else {
+    const __m256i abs_w = _mm256_abs_epi8(v);
+    static_for<NT>([&](auto t) {
+      const __m256i signed_x = _mm256_sign_epi8(broadcast32(xq[t] + i), v);
+      s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_x), ones));
+    });
+  }
+}
+
 // Q8_0x8 (kernels/interleave.h), one group of 8 rows for NT tokens, the same scheme as Q4_0x8 with signed
 // weights: vector Vj holds values 4j..4j+3 of the 8 rows, multiplied as |x| · (w with x's sign) (|x| comes with
 // the activations, q_abs) against those 4 activation bytes broadcast. A pair sum can reach 2·127·127, so each
@@ -319,7 +339,6 @@ __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t
   constexpr int kBlockBytes = 272;  // 8 fp16 scales + 8 × 32 bytes
   const int64_t nb = a.n_in / 32;
   const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
   const int8_t* xq[NT];
   const int8_t* xa[NT];
@@ -337,11 +356,7 @@ __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t
     static_for<NT>([&](auto t) { s32[t] = _mm256_setzero_si256(); });
     static_for<8>([&](auto j) {
       const __m256i v = _mm256_loadu_si256((const __m256i*)(blk + 16 + 32 * j));
-      static_for<NT>([&](auto t) {
-        const __m256i signed_w = _mm256_sign_epi8(v, broadcast32(xq[t] + b * 32 + 4 * j));
-        const __m256i p = _mm256_maddubs_epi16(broadcast32(xa[t] + b * 32 + 4 * j), signed_w);
-        s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(p, ones));
-      });
+      s32_products<NT>(v, xq, xa, b * 32 + 4 * j, s32);
     });
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
     static_for<NT>([&](auto t) {
@@ -351,11 +366,43 @@ __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t
   static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
+// I8x8 (kernels/interleave.h), one group of 8 rows for NT tokens: Q8_0x8's products without block scales. The
+// whole row reduces in exact int32 lanes (one per row) and is scaled once by the 8 rows' scales times the
+// token's, the same integers and the same final multiply as the row kernel (tile_i8).
+template <int NT>
+__attribute__((noinline, flatten)) void tile_i8x8(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 256;  // 8 rows × 32 values
+  const int64_t nb = a.n_in / 32;
+  const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
+  __m256i s32[NT];
+  const int8_t* xq[NT];
+  const int8_t* xa[NT];
+  static_for<NT>([&](auto t) {
+    s32[t] = _mm256_setzero_si256();
+    xq[t] = a.xq.q + (t0 + t) * a.n_in;
+    xa[t] = a.xq.q_abs + (t0 + t) * a.n_in;
+  });
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBlockBytes;
+    for (int line = 0; line < kBlockBytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+    static_for<8>([&](auto j) {
+      const __m256i v = _mm256_loadu_si256((const __m256i*)(blk + 32 * j));
+      s32_products<NT>(v, xq, xa, b * 32 + 4 * j, s32);
+    });
+  }
+  const __m256 row_scales = _mm256_loadu_ps(a.row_scales + group * 8);
+  static_for<NT>([&](auto t) {
+    const __m256 scale = _mm256_mul_ps(row_scales, _mm256_set1_ps(a.xq.scale[t0 + t]));
+    _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t]), scale));
+  });
+}
+
 // Groups one after another; a group's weights (at most a few tens of KiB) stay in L1/L2 while the token tiles
 // pass over them.
 template <int NT>
 void tile_interleaved(const MatmulArgs& a, int64_t t0, int64_t group) {
   if (a.type == KernelType::Q8_0x8) return tile_q8_0x8<NT>(a, t0, group);
+  if (a.type == KernelType::I8x8) return tile_i8x8<NT>(a, t0, group);
   tile_q4_0x8<NT>(a, t0, group);
 }
 
@@ -675,7 +722,8 @@ void tile(const TileCtx& c) {
     case KernelType::Q4_K: return tile_q4_k<NT, NR>(c);
     case KernelType::Q6_K: return tile_q6_k<NT, NR>(c);
     case KernelType::Q4_0x8:
-    case KernelType::Q8_0x8: return;  // interleaved_rows
+    case KernelType::Q8_0x8:
+    case KernelType::I8x8: return;  // interleaved_rows
   }
 }
 
@@ -697,7 +745,9 @@ inline int block32_bytes(KernelType type) {
 }
 
 void matmul_rows_impl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.type == KernelType::Q4_0x8 || a.type == KernelType::Q8_0x8) return interleaved_rows(a, row_begin, row_end);
+  if (a.type == KernelType::Q4_0x8 || a.type == KernelType::Q8_0x8 || a.type == KernelType::I8x8) {
+    return interleaved_rows(a, row_begin, row_end);
+  }
   // Rows are taken in chunks whose weights stay in L1/L2 while every token tile passes over them: the weights
   // are read from memory once per call, the (smaller) activations once per chunk from cache.
   int64_t chunk = static_cast<int64_t>(48 * 1024 / (a.row_bytes + 1)) / 4 * 4;

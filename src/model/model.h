@@ -39,7 +39,7 @@ struct LoadOptions {
   // LLM.int8()-style outliers for INT8 (I8) weights: per token, activations with |x| above this are multiplied
   // in fp32 (kernels/int8_outliers.h); 0 = off. No effect on other weight types.
   float int8_threshold = 0.0f;
-  // Q4_0 and Q8_0 matrices of a GGUF file loaded from disk are rewritten, in this process's private copy of
+  // Q4_0, Q8_0 and I8 matrices of a GGUF file loaded from disk are rewritten, in this process's private copy of
   // their pages, into the layout their kernels read fastest (kernels/interleave.h); the file is not changed.
   bool interleave_rows = true;
 };
@@ -48,7 +48,7 @@ struct LoadOptions {
 using WeightRewriter =
     std::function<bool(const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn)>;
 
-// Every Q4_0 or Q8_0 matrix the forward pass multiplies with that can be interleaved (kernels/interleave.h) is, through
+// Every Q4_0, Q8_0 or I8 matrix the forward pass multiplies with that can be interleaved (kernels/interleave.h) is, through
 // `rewrite`; a view sharing a rewritten matrix's bytes (an embedding tied to the output) takes its layout.
 void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite);
 

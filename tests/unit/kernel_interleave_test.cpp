@@ -1,5 +1,5 @@
-// Q4_0 and Q8_0 rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every byte, rows read
-// back exactly, and the interleaved kernels meet the reference bound and the batch-invariance contract.
+// Q4_0, Q8_0 and I8 rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every byte, rows
+// read back exactly, and the interleaved kernels meet the reference bound and the batch-invariance contract.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,15 +38,19 @@ Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint3
   return m;
 }
 
-TEST(Interleave, OnlyWholeGroupsOfQ4_0OrQ8_0Rows) {
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0}) {
+TEST(Interleave, OnlyWholeGroupsOfQ4_0Q8_0OrI8Rows) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8}) {
     EXPECT_TRUE(can_interleave(make_weights(type, 16, 64, 1).view));
     EXPECT_FALSE(can_interleave(make_weights(type, 12, 64, 1).view));
     EXPECT_FALSE(can_interleave(make_interleaved(type, 16, 64, 1).view));  // already interleaved
   }
-  for (TensorType type : {TensorType::Q4_K, TensorType::I8, TensorType::F16}) {
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::F16}) {
     EXPECT_FALSE(can_interleave(make_weights(type, 16, 256, 1).view)) << tensor_type_name(type);
   }
+  EXPECT_FALSE(can_interleave(make_weights(TensorType::I8, 16, 72, 1).view));  // rows not whole blocks of 32
+  auto with_outliers = make_weights(TensorType::I8, 16, 64, 1);
+  with_outliers.view.outlier_threshold = 6.0f;  // LLM.int8() columns are read from the row layout
+  EXPECT_FALSE(can_interleave(with_outliers.view));
 }
 
 class InterleaveType : public ::testing::TestWithParam<TensorType> {};
@@ -111,9 +115,12 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
   const Interleaved q = make_interleaved(TensorType::Q4_0, 64, n_in, 7);
   const Interleaved k = make_interleaved(TensorType::Q4_0, 16, n_in, 8);
   const Interleaved v = make_interleaved(TensorType::Q8_0, 16, n_in, 12);
+  const Interleaved i8 = make_interleaved(TensorType::I8, 32, n_in, 13);
+  const auto i8_rows = make_weights(TensorType::I8, 8, n_in, 14);
   const auto q8 = make_weights(TensorType::Q8_0, 24, n_in, 9), odd = make_weights(TensorType::Q4_0, 13, n_in, 10);
   const std::vector<std::vector<const WeightMatrix*>> sets = {
-      {&q.view, &k.view, &v.view}, {&q.view, &q8.view}, {&q.view, &odd.view, &k.view}, {&v.view, &v.view}};
+      {&q.view, &k.view, &v.view}, {&q.view, &q8.view}, {&q.view, &odd.view, &k.view}, {&v.view, &v.view},
+      {&i8.view, &i8_rows.view, &i8.view}};
   for (const Isa isa : kernel_isas()) {
     if (isa > detected_isa()) continue;
     for (const int threads : {1, 2, 3}) {
@@ -128,7 +135,7 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, InterleaveType, ::testing::Values(TensorType::Q4_0, TensorType::Q8_0),
+INSTANTIATE_TEST_SUITE_P(Types, InterleaveType, ::testing::Values(TensorType::Q4_0, TensorType::Q8_0, TensorType::I8),
                          [](const auto& info) { return std::string(tensor_type_name(info.param)); });
 
 }  // namespace
