@@ -331,9 +331,9 @@ TESSERA_INLINE inline void s32_products(__m256i v, const int8_t* const* xq, cons
 }
 
 // Q8_0x8 (kernels/interleave.h), one group of 8 rows for NT tokens, the same scheme as Q4_0x8 with signed
-// weights: vector Vj holds values 4j..4j+3 of the 8 rows, multiplied as |x| · (w with x's sign) (|x| comes with
-// the activations, q_abs) against those 4 activation bytes broadcast. A pair sum can reach 2·127·127, so each
-// product widens to int32 at once (vpmaddwd by 1) before the eight add up.
+// weights: vector Vj holds values 4j..4j+3 of the 8 rows, multiplied (s32_products) with those 4 activation
+// bytes broadcast. A pair sum can reach 2·127·127, so each product widens to int32 at once (vpmaddwd by 1)
+// before the eight add up.
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 272;  // 8 fp16 scales + 8 × 32 bytes
