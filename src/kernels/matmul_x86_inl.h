@@ -285,9 +285,7 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
   });
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = w + b * kBlockBytes;
-    prefetch(blk + kPrefetchBytes);
-    prefetch(blk + kPrefetchBytes + 64);
-    prefetch(blk + kPrefetchBytes + 128);
+    for (int line = 0; line < kBlockBytes; line += 64) prefetch(blk + kPrefetchBytes + line);
     __m256i s16[NT];
     static_for<NT>([&](auto t) { s16[t] = _mm256_setzero_si256(); });
     static_for<4>([&](auto j) {
