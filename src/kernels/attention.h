@@ -42,9 +42,17 @@ struct AttentionShape {
   float scale = 1.0f;     // usually 1/sqrt(head_dim)
 };
 
+// Floats of scratch one attend call over n_pos positions needs: scores for every query head of a kv-head group,
+// plus fp32 copies of a chunk of K/V rows and of the group's queries and outputs.
+inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape) {
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  const int64_t stride = (shape.head_dim + 7) / 8 * 8;
+  return group * ((n_pos + 7) / 8 * 8 + 2 * stride) + 8 * stride;  // chunks of 8 positions
+}
+
 // q: [n_head, head_dim]; attends positions [0, n_pos); out: [n_head, head_dim].
-// `scratch` holds at least n_pos floats. Heads [head_begin, head_end) only, so callers can split heads across
-// threads; the result per head does not depend on that split.
+// `scratch` holds at least attend_scratch_floats(n_pos, shape) floats. Heads [head_begin, head_end) only, so
+// callers can split heads across threads; the result per head does not depend on that split.
 void attend(const float* q, const KvBlocksView& kv, int64_t n_pos, const AttentionShape& shape, int64_t head_begin,
             int64_t head_end, float* scratch, float* out);
 // The same at an explicit ISA level (Isa::Scalar is the reference).

@@ -1,12 +1,14 @@
-// AVX2 attention over block tables for every KV storage type: vector dot products for the scores (elements
-// widened to fp32 on load, the per-head scale applied once per score), the vector softmax, and FMA
-// accumulation of the values, one query head at a time.
+// AVX2 attention over block tables for every KV storage type. The query heads that share a kv head are done
+// together: each chunk of K or V rows is widened to fp32 once for all of them. Scores are vector dot products
+// (the per-head scale applied once per score), then the vector softmax, then FMA accumulation of the values.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/ops_kernels.h"
+#include "kernels/static_for.h"
 
 namespace tessera::kernels::avx2 {
 namespace {
@@ -63,18 +65,57 @@ inline float load1(const uint8_t* row, int64_t i, const float* fp8_table) {
   }
 }
 
+// Lane i of the result is the sum of the eight lanes of acc[i]. Each sum is the same fixed tree whatever the
+// other accumulators hold, so a score never depends on its neighbours in the chunk.
+inline __m256 sum_lanes8(const __m256 acc[8]) {
+  const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+  const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// Positions are taken eight at a time: their K (then V) rows of one kv head are widened to fp32 once and serve
+// every query head of the group, and eight scores share one horizontal reduction.
+constexpr int kChunk = 8;
+
 template <int T>
-inline float dot(const float* q, const uint8_t* k, int64_t n, const float* fp8_table) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<T>(k, i, fp8_table), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8<T>(k, i + 8, fp8_table), acc1);
+struct HeadRows {
+  const uint8_t* const* blocks;
+  int64_t block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g;
+  const float* fp8_table;
+
+  // Rows of positions [p0, p0 + n) as fp32 into dst[kChunk][stride] (zero past n and past head_dim), and their
+  // per-head scales into scales[kChunk] (1 for unscaled types, 0 past n).
+  void load(int64_t p0, int64_t n, int64_t stride, float* dst, float* scales) const {
+    const int64_t n_vec = head_dim / 8 * 8;
+    for (int64_t j = 0; j < kChunk; ++j) {
+      float* d = dst + j * stride;
+      if (j >= n) {
+        std::memset(d, 0, size_t(stride) * sizeof(float));
+        scales[j] = 0.0f;
+        continue;
+      }
+      const uint8_t* block = blocks[(p0 + j) / block_size];
+      const int64_t slot = (p0 + j) % block_size;
+      const uint8_t* row = block + slot * row_bytes + head_offset;
+      for (int64_t i = 0; i < n_vec; i += 8) _mm256_storeu_ps(d + i, load8<T>(row, i, fp8_table));
+      for (int64_t i = n_vec; i < stride; ++i) d[i] = i < head_dim ? load1<T>(row, i, fp8_table) : 0.0f;
+      scales[j] = 1.0f;
+      if constexpr (T == kI8 || T == kFP8) std::memcpy(&scales[j], block + scales_offset + (slot * n_head_kv + g) * 4, 4);
+    }
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<T>(k, i, fp8_table), acc0);
-  float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum += q[i] * load1<T>(k, i, fp8_table);
-  return sum;
+};
+
+// acc[0..NV) += Σ_j w[j] · rows[j][0..8·NV), j in position order.
+template <int NV>
+inline void accumulate_values(const float* w, int64_t n, const float* rows, int64_t stride, bool first, float* acc_mem) {
+  __m256 acc[NV];
+  static_for<NV>([&](auto v) { acc[v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc_mem + 8 * v); });
+  for (int64_t j = 0; j < n; ++j) {
+    const __m256 wj = _mm256_set1_ps(w[j]);
+    static_for<NV>([&](auto v) { acc[v] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(rows + j * stride + 8 * v), acc[v]); });
+  }
+  static_for<NV>([&](auto v) { _mm256_storeu_ps(acc_mem + 8 * v, acc[v]); });
 }
 
 template <int T>
@@ -82,49 +123,72 @@ void attend_typed(const float* q, const float* fp8_table, const uint8_t* const* 
                   const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset, int64_t n_pos,
                   int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
                   int64_t head_end, float* scratch, float* out) {
-  constexpr bool kScaled = T == kI8 || T == kFP8;
   const int64_t group = n_head / n_head_kv;
-  const int64_t row_bytes = n_head_kv * head_dim * element_bytes<T>();
-  auto head_scale = [&](const uint8_t* block, int64_t slot, int64_t g) {
-    float s = 1.0f;
-    if constexpr (kScaled) std::memcpy(&s, block + scales_offset + (slot * n_head_kv + g) * 4, 4);
-    return s;
-  };
-  for (int64_t h = head_begin; h < head_end; ++h) {
-    const float* qh = q + h * head_dim;
-    const int64_t g = h / group;
+  const int64_t stride = (head_dim + 7) / 8 * 8;     // fp32 row stride, zero padded
+  const int64_t n_pos_pad = (n_pos + kChunk - 1) / kChunk * kChunk;
+  // Scratch layout (attend_scratch_floats): scores [group][n_pos_pad], rows [kChunk][stride],
+  // queries [group][stride], outputs [group][stride].
+  float* scores = scratch;
+  float* rows = scores + group * n_pos_pad;
+  float* queries = rows + kChunk * stride;
+  float* outputs = queries + group * stride;
+  float chunk_scales[kChunk];
+
+  for (int64_t g = head_begin / group; g * group < head_end; ++g) {
+    const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
+    const int64_t m = h1 - h0;
     const int64_t head_offset = g * head_dim * element_bytes<T>();
-    for (int64_t p = 0; p < n_pos; ++p) {
-      const uint8_t* block = k_blocks[p / block_size];
-      const int64_t slot = p % block_size;
-      scratch[p] = dot<T>(qh, block + slot * row_bytes + head_offset, head_dim, fp8_table) *
-                   head_scale(block, slot, g) * scale;
+    const int64_t row_bytes = n_head_kv * head_dim * element_bytes<T>();
+    const HeadRows<T> keys{k_blocks, block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g, fp8_table};
+    const HeadRows<T> values{v_blocks, block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g, fp8_table};
+    for (int64_t hi = 0; hi < m; ++hi) {
+      float* qd = queries + hi * stride;
+      std::memcpy(qd, q + (h0 + hi) * head_dim, size_t(head_dim) * sizeof(float));
+      std::fill(qd + head_dim, qd + stride, 0.0f);
     }
-    softmax(scratch, n_pos);
-    float* oh = out + h * head_dim;
-    const int64_t n_vec = head_dim / 8 * 8;
-    // Accumulate 64 output lanes at a time in registers.
-    for (int64_t i0 = 0; i0 < n_vec; i0 += 64) {
-      const int nv = static_cast<int>((n_vec - i0 < 64 ? n_vec - i0 : 64) / 8);
-      __m256 acc[8];
-      for (int j = 0; j < nv; ++j) acc[j] = _mm256_setzero_ps();
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const uint8_t* block = v_blocks[p / block_size];
-        const int64_t slot = p % block_size;
-        const uint8_t* v = block + slot * row_bytes + head_offset;
-        const __m256 w = _mm256_set1_ps(scratch[p] * head_scale(block, slot, g));
-        for (int j = 0; j < nv; ++j) acc[j] = _mm256_fmadd_ps(w, load8<T>(v, i0 + 8 * j, fp8_table), acc[j]);
+
+    // Scores: dot(q, k) · k's head scale · 1/√d.
+    for (int64_t p0 = 0; p0 < n_pos; p0 += kChunk) {
+      keys.load(p0, std::min<int64_t>(kChunk, n_pos - p0), stride, rows, chunk_scales);
+      const __m256 key_scales = _mm256_mul_ps(_mm256_loadu_ps(chunk_scales), _mm256_set1_ps(scale));
+      for (int64_t hi = 0; hi < m; ++hi) {
+        const float* qd = queries + hi * stride;
+        __m256 acc[kChunk];
+        static_for<kChunk>([&](auto j) { acc[j] = _mm256_setzero_ps(); });
+        for (int64_t i = 0; i < stride; i += 8) {
+          const __m256 qv = _mm256_loadu_ps(qd + i);
+          static_for<kChunk>([&](auto j) { acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows + j * stride + i), acc[j]); });
+        }
+        _mm256_storeu_ps(scores + hi * n_pos_pad + p0, _mm256_mul_ps(sum_lanes8(acc), key_scales));
       }
-      for (int j = 0; j < nv; ++j) _mm256_storeu_ps(oh + i0 + 8 * j, acc[j]);
     }
-    for (int64_t i = n_vec; i < head_dim; ++i) {
-      float acc = 0.0f;
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const uint8_t* block = v_blocks[p / block_size];
-        const int64_t slot = p % block_size;
-        acc += scratch[p] * head_scale(block, slot, g) * load1<T>(block + slot * row_bytes + head_offset, i, fp8_table);
+    for (int64_t hi = 0; hi < m; ++hi) softmax(scores + hi * n_pos_pad, n_pos);
+
+    // Outputs: Σ_p weight_p · v_p, accumulated in position order, 64 lanes at a time.
+    for (int64_t p0 = 0; p0 < n_pos; p0 += kChunk) {
+      const int64_t n = std::min<int64_t>(kChunk, n_pos - p0);
+      values.load(p0, n, stride, rows, chunk_scales);
+      for (int64_t hi = 0; hi < m; ++hi) {
+        float w[kChunk];
+        for (int64_t j = 0; j < n; ++j) w[j] = scores[hi * n_pos_pad + p0 + j] * chunk_scales[j];
+        for (int64_t i0 = 0; i0 < stride; i0 += 64) {
+          float* acc = outputs + hi * stride + i0;
+          const float* r = rows + i0;
+          switch (std::min<int64_t>(64, stride - i0) / 8) {
+            case 1: accumulate_values<1>(w, n, r, stride, p0 == 0, acc); break;
+            case 2: accumulate_values<2>(w, n, r, stride, p0 == 0, acc); break;
+            case 3: accumulate_values<3>(w, n, r, stride, p0 == 0, acc); break;
+            case 4: accumulate_values<4>(w, n, r, stride, p0 == 0, acc); break;
+            case 5: accumulate_values<5>(w, n, r, stride, p0 == 0, acc); break;
+            case 6: accumulate_values<6>(w, n, r, stride, p0 == 0, acc); break;
+            case 7: accumulate_values<7>(w, n, r, stride, p0 == 0, acc); break;
+            default: accumulate_values<8>(w, n, r, stride, p0 == 0, acc); break;
+          }
+        }
       }
-      oh[i] = acc;
+    }
+    for (int64_t hi = 0; hi < m; ++hi) {
+      std::memcpy(out + (h0 + hi) * head_dim, outputs + hi * stride, size_t(head_dim) * sizeof(float));
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/matmul_kernels.h"
+#include "kernels/static_for.h"
 
 namespace tessera::kernels::avx512 {
 namespace {

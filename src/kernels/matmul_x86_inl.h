@@ -20,17 +20,6 @@ inline float half_to_float(const uint8_t* p) {
 // Loops over a tile's tokens and rows must be unrolled so that accumulators live in registers.
 #define UNROLL _Pragma("GCC unroll 16")
 
-// static_for<N>(f) calls f(std::integral_constant<int, i>) for i = 0..N-1, unrolled before any optimization
-// pass runs: at -O2 GCC scalarizes a tile's accumulator array into registers only when every index is a
-// constant from the start (with UNROLL loops it keeps a copy in memory and stores it on every block).
-#define TESSERA_INLINE __attribute__((always_inline))
-template <int N, typename F>
-TESSERA_INLINE inline void static_for(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) TESSERA_INLINE {
-    (f(std::integral_constant<int, I>{}), ...);
-  }(std::make_integer_sequence<int, N>{});
-}
-
 // Decode streams weights from memory at one read per byte, and the loads of a tile stall until their lines
 // arrive: without help the cores compute and wait in turn (time per byte ~ 1/compute + 1/bandwidth). Software
 // prefetch far ahead keeps enough lines in flight to overlap the two. The distance was measured (2 threads, a

@@ -58,9 +58,11 @@ void Forward::ensure_capacity(int64_t n_tokens, int64_t max_positions) {
     gate_.resize(n * c.n_ff);
     up_.resize(n * c.n_ff);
   }
-  if (max_positions > scratch_stride_) {
-    scratch_stride_ = max_positions;
-    scratch_.resize(size_t(pool_.size()) * size_t(max_positions));
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f};
+  const int64_t scratch_floats = attend_scratch_floats(max_positions, shape);
+  if (scratch_floats > scratch_stride_) {
+    scratch_stride_ = scratch_floats;
+    scratch_.resize(size_t(pool_.size()) * size_t(scratch_floats));
   }
 }
 
