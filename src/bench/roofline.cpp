@@ -133,6 +133,12 @@ double measure_int8_peak_gops(ThreadPool& pool, int reps) {
   }
 }
 
+double measure_int8_product_peak_gops(ThreadPool& pool, int reps) {
+  if (probe_isa() != Isa::Avx2) return measure_int8_peak_gops(pool, reps);
+  return best_rate_g(pool, reps, 2.0 * 32 * roofline::kInt8ProductChainsAvx2,
+                     [](int64_t n) { return roofline::int8_product_chains_avx2(n); });
+}
+
 std::string_view int8_peak_instruction() {
   switch (probe_isa()) {
     case Isa::Scalar: return "scalar imul";

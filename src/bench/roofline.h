@@ -45,4 +45,10 @@ double measure_int8_peak_gops(ThreadPool& pool, int reps);
 // The instructions measure_int8_peak_gops times at the active ISA level, for reports.
 std::string_view int8_peak_instruction();
 
+// The byte-product rate alone, in GOP/s: vpmaddubsw with its int16 pair sums added in int16 and never widened
+// on AVX2. No exact signed int8 dot product reaches it there (the sums must widen to int32, and a signed × signed
+// product needs a sign step first); reported beside the int8 peak so both yardsticks are visible. With VNNI (one
+// instruction multiplies and accumulates) and in scalar code it equals measure_int8_peak_gops.
+double measure_int8_product_peak_gops(ThreadPool& pool, int reps);
+
 }  // namespace tessera

@@ -2,8 +2,11 @@
 #include <immintrin.h>
 
 #include "bench/roofline_kernels.h"
+#include "kernels/static_for.h"
 
 namespace tessera::roofline {
+
+using kernels::static_for;
 
 uint64_t read_sum_avx2(const uint8_t* p, size_t n) {
   __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
@@ -68,6 +71,24 @@ int32_t int8_chains_avx2(int64_t iters) {
   }
   const __m256i s = _mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3));
   return _mm256_cvtsi256_si32(s);
+}
+
+int32_t int8_product_chains_avx2(int64_t iters) {
+  // vpmaddubsw alone: each chain adds its int16 pair sums with a wrapping 16-bit add (one cycle of latency, so
+  // eight chains keep both multiply pipes fed).
+  __m256i u = _mm256_set1_epi8(3);
+  __m256i s[kInt8ProductChainsAvx2], a[kInt8ProductChainsAvx2];
+  for (int k = 0; k < kInt8ProductChainsAvx2; ++k) {
+    s[k] = _mm256_set1_epi8(static_cast<char>(2 * k - 7));
+    a[k] = _mm256_setzero_si256();
+  }
+  for (int64_t i = 0; i < iters; ++i) {
+    asm volatile("" : "+x"(u));  // as in int8_chains_avx2: keeps the products inside the loop
+    static_for<kInt8ProductChainsAvx2>([&](auto k) { a[k] = _mm256_add_epi16(a[k], _mm256_maddubs_epi16(u, s[k])); });
+  }
+  __m256i sum = a[0];
+  for (int k = 1; k < kInt8ProductChainsAvx2; ++k) sum = _mm256_add_epi16(sum, a[k]);
+  return _mm256_cvtsi256_si32(sum);
 }
 
 }  // namespace tessera::roofline

@@ -16,6 +16,10 @@ float fma_chains_avx2(int64_t iters);
 inline constexpr int kInt8ChainsAvx2 = 4;
 inline constexpr int kInt8ChainsVnni = 12;
 int32_t int8_chains_avx2(int64_t iters);
+// kInt8ProductChainsAvx2 maddubs + 16-bit add chains (AVX2), 32 byte products each per iteration: vpmaddubsw's
+// own rate, with its int16 pair sums never widened.
+inline constexpr int kInt8ProductChainsAvx2 = 8;
+int32_t int8_product_chains_avx2(int64_t iters);
 int32_t int8_chains_vnni(int64_t iters);
 
 }  // namespace tessera::roofline

@@ -316,6 +316,7 @@ TEST(SyntheticModel, RooflineProbesMeasureSomething) {
   EXPECT_GT(probe.measure_gbs(1), 0.1);
   EXPECT_GT(measure_fp32_peak_gflops(test_pool(), 1), 0.1);
   EXPECT_GT(measure_int8_peak_gops(test_pool(), 1), 0.1);
+  EXPECT_GT(measure_int8_product_peak_gops(test_pool(), 1), 0.1);
   EXPECT_FALSE(int8_peak_instruction().empty());
   const ProcessMemory m = read_process_memory();
   EXPECT_GT(m.rss, 0u);
@@ -353,7 +354,8 @@ TEST(SyntheticModel, CommandLine) {
   EXPECT_EQ(j["type"], "Q4_0");
   EXPECT_EQ(j["threads"], 2);
   for (const char* key : {"bandwidth_gbs", "bandwidth_before_gbs", "bandwidth_after_gbs", "fp32_peak_gflops",
-                          "int8_peak_gops", "decode_bandwidth_ratio", "prefill_peak_ratio", "batch16_speedup"}) {
+                          "int8_peak_gops", "int8_product_peak_gops", "decode_bandwidth_ratio", "prefill_peak_ratio",
+                          "prefill_product_peak_ratio", "batch16_speedup"}) {
     EXPECT_GT(j[key].get<double>(), 0.0) << key;
   }
   for (const char* n : {"128", "512"}) EXPECT_GT(j["prefill_tokens_per_s"][n].get<double>(), 0.0);
