@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C matmul kernels: maddubs/madd integer dot products, 4 tokens × 2 rows register tiles.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>

@@ -2,6 +2,7 @@
 // product (one instruction instead of maddubs + madd) and bigger register tiles from the 32 vector registers.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>

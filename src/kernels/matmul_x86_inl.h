@@ -384,8 +384,6 @@ __attribute__((noinline, flatten)) void tile_i8x8(const MatmulArgs& a, int64_t t
   });
 }
 
-// Groups one after another; a group's weights (at most a few tens of KiB) stay in L1/L2 while the token tiles
-// pass over them.
 template <int NT>
 void tile_interleaved(const MatmulArgs& a, int64_t t0, int64_t group) {
   if (a.type == KernelType::Q8_0x8) return tile_q8_0x8<NT>(a, t0, group);
@@ -393,15 +391,24 @@ void tile_interleaved(const MatmulArgs& a, int64_t t0, int64_t group) {
   tile_q4_0x8<NT>(a, t0, group);
 }
 
+// Token blocks outside, groups of 8 rows inside: a block's quantized activations (|x| and x, ~192 KiB) stay in
+// L2 while every group passes over them, and a group's weights (a few tens of KiB) stay in L1 across the block's
+// tiles. With all tokens in one pass, a long prompt's activations (2 MiB for 512 tokens of 2048) would stream
+// from L3 once per group: 512-token products ran ~8% slower than 32-token ones per token. Weights are re-read
+// once per block, from L3 for a matrix that fits there. Tiles give the same bits wherever they start.
 void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  for (int64_t g = row_begin / 8; g < row_end / 8; ++g) {
-    int64_t t = 0;
-    for (; t + kTileTokens <= a.n_tokens; t += kTileTokens) tile_interleaved<kTileTokens>(a, t, g);
-    switch (a.n_tokens - t) {
-      case 3: tile_interleaved<3>(a, t, g); break;
-      case 2: tile_interleaved<2>(a, t, g); break;
-      case 1: tile_interleaved<1>(a, t, g); break;
-      default: break;
+  const int64_t block = std::max<int64_t>(kTileTokens, (192 << 10) / (2 * a.n_in) / kTileTokens * kTileTokens);
+  for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
+    const int64_t te = std::min(a.n_tokens, tb + block);
+    for (int64_t g = row_begin / 8; g < row_end / 8; ++g) {
+      int64_t t = tb;
+      for (; t + kTileTokens <= te; t += kTileTokens) tile_interleaved<kTileTokens>(a, t, g);
+      switch (te - t) {
+        case 3: tile_interleaved<3>(a, t, g); break;
+        case 2: tile_interleaved<2>(a, t, g); break;
+        case 1: tile_interleaved<1>(a, t, g); break;
+        default: break;
+      }
     }
   }
 }

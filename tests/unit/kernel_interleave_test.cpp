@@ -108,6 +108,24 @@ TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   }
 }
 
+// Long rows make the kernels take tokens in blocks (activations sized for L2: 12 tokens for 6400 values), so a
+// batch of 30 ends one block mid-tile; every token still gets the bits it gets alone.
+TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
+  const int64_t n_in = 32 * 200, n_out = 16, n_tokens = 30;
+  const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 15);
+  const auto x = random_floats(size_t(n_tokens * n_in), 16);
+  ThreadPool one(1), two(2);
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
+    for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+    for (ThreadPool* pool : {&one, &two}) {
+      matmul(m.view, x.data(), n_tokens, y.data(), *pool, isa);
+      EXPECT_EQ(y, alone) << isa_name(isa) << ", " << pool->size() << " threads";
+    }
+  }
+}
+
 // Interleaved q, k, v share one quantization and parallel region with each other and with row-layout matrices
 // of the same activation format; a target whose rows are not whole groups sends the set down separate calls.
 TEST(Interleave, SharedInputEqualsSeparateCalls) {
