@@ -66,6 +66,18 @@ void Forward::ensure_capacity(int64_t n_tokens, int64_t max_positions) {
   }
 }
 
+// Below this many tokens (decode steps) the element-wise work between products is a few microseconds, less than
+// a parallel region's start and end cost.
+constexpr int64_t kParallelElementwiseTokens = 4;
+
+template <typename Fn>
+void Forward::for_token_slices(int64_t n_tokens, Fn&& fn) {
+  if (n_tokens < kParallelElementwiseTokens || pool_.size() == 1) return fn(int64_t{0}, n_tokens);
+  pool_.run([&](int thread, int n_threads) {
+    fn(n_tokens * thread / n_threads, n_tokens * (thread + 1) / n_threads);
+  });
+}
+
 void Forward::attention_layer(const ForwardBatch& batch, int64_t layer) {
   const ModelConfig& c = model_->config();
   const int64_t n_tokens = batch.size();
@@ -123,50 +135,75 @@ std::span<const float> Forward::run(const ForwardBatch& batch) {
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
-    for (int64_t t = 0; t < n; ++t) {
-      rms_norm(&x_[size_t(t * c.n_embd)], L.attn_norm, c.rms_eps, c.n_embd, &xn_[size_t(t * c.n_embd)]);
-    }
+    // x += the previous layer's FFN output (in xn_), then the attention norm.
+    for_token_slices(n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* x = &x_[size_t(t * c.n_embd)];
+        float* xn = &xn_[size_t(t * c.n_embd)];
+        if (l > 0) {
+          for (int64_t i = 0; i < c.n_embd; ++i) x[i] += xn[i];
+        }
+        rms_norm(x, L.attn_norm, c.rms_eps, c.n_embd, xn);
+      }
+    });
     const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
     matmul_shared_input(qkv, xn_.data(), n, pool_);
-    for (int64_t t = 0; t < n; ++t) {
-      float* q = &q_[size_t(t * c.q_dim())];
-      float* k = &k_[size_t(t * c.kv_dim())];
-      float* v = &v_[size_t(t * c.kv_dim())];
-      if (L.bq != nullptr) {
-        for (int64_t i = 0; i < c.q_dim(); ++i) q[i] += L.bq[i];
-        for (int64_t i = 0; i < c.kv_dim(); ++i) k[i] += L.bk[i];
-        for (int64_t i = 0; i < c.kv_dim(); ++i) v[i] += L.bv[i];
-      }
-      if (L.q_norm != nullptr) {
-        for (int64_t h = 0; h < c.n_head; ++h) rms_norm(q + h * c.head_dim, L.q_norm, c.rms_eps, c.head_dim, q + h * c.head_dim);
-        for (int64_t h = 0; h < c.n_head_kv; ++h) rms_norm(k + h * c.head_dim, L.k_norm, c.rms_eps, c.head_dim, k + h * c.head_dim);
-      }
-      rope(q, c.n_head, c.head_dim, batch.positions[t], inv_freq_.data(), c.rope_layout);
-      rope(k, c.n_head_kv, c.head_dim, batch.positions[t], inv_freq_.data(), c.rope_layout);
-    }
+    for_token_slices(n, [&](int64_t t0, int64_t t1) { finish_qkv(batch, L, t0, t1); });
     attention_layer(batch, l);
     matmul(L.wo, attn_.data(), n, xn_.data(), pool_);
-    for (size_t i = 0; i < size_t(n * c.n_embd); ++i) x_[i] += xn_[i];
-
-    for (int64_t t = 0; t < n; ++t) {
-      rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.rms_eps, c.n_embd, &xn_[size_t(t * c.n_embd)]);
-    }
+    for_token_slices(n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* x = &x_[size_t(t * c.n_embd)];
+        float* xn = &xn_[size_t(t * c.n_embd)];
+        for (int64_t i = 0; i < c.n_embd; ++i) x[i] += xn[i];
+        rms_norm(x, L.ffn_norm, c.rms_eps, c.n_embd, xn);
+      }
+    });
     const MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
     matmul_shared_input(gate_up, xn_.data(), n, pool_);
-    swiglu(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
+    for_token_slices(n, [&](int64_t t0, int64_t t1) {
+      const size_t off = size_t(t0 * c.n_ff);
+      swiglu(gate_.data() + off, up_.data() + off, (t1 - t0) * c.n_ff, gate_.data() + off);
+    });
     matmul(L.w_down, gate_.data(), n, xn_.data(), pool_);
-    for (size_t i = 0; i < size_t(n * c.n_embd); ++i) x_[i] += xn_[i];
   }
 
+  // Only the tokens whose logits are wanted take the last layer's FFN output and the output norm.
   const auto n_out = int64_t(batch.logit_indices.size());
   logits_in_.resize(size_t(n_out * c.n_embd));
   logits_.resize(size_t(n_out * c.n_vocab));
   for (int64_t i = 0; i < n_out; ++i) {
     const int64_t t = batch.logit_indices[size_t(i)];
-    rms_norm(&x_[size_t(t * c.n_embd)], w.output_norm, c.rms_eps, c.n_embd, &logits_in_[size_t(i * c.n_embd)]);
+    float* x = &x_[size_t(t * c.n_embd)];
+    const float* xn = &xn_[size_t(t * c.n_embd)];
+    if (c.n_layer > 0) {
+      for (int64_t j = 0; j < c.n_embd; ++j) x[j] += xn[j];
+    }
+    rms_norm(x, w.output_norm, c.rms_eps, c.n_embd, &logits_in_[size_t(i * c.n_embd)]);
   }
   if (n_out > 0) matmul(w.output, logits_in_.data(), n_out, logits_.data(), pool_);
   return {logits_.data(), logits_.size()};
+}
+
+// Biases, per-head q/k norms and RoPE on tokens [t0, t1) of the q/k/v products.
+void Forward::finish_qkv(const ForwardBatch& batch, const LayerWeights& L, int64_t t0, int64_t t1) {
+  const ModelConfig& c = model_->config();
+  for (int64_t t = t0; t < t1; ++t) {
+    float* q = &q_[size_t(t * c.q_dim())];
+    float* k = &k_[size_t(t * c.kv_dim())];
+    float* v = &v_[size_t(t * c.kv_dim())];
+    if (L.bq != nullptr) {
+      for (int64_t i = 0; i < c.q_dim(); ++i) q[i] += L.bq[i];
+      for (int64_t i = 0; i < c.kv_dim(); ++i) k[i] += L.bk[i];
+      for (int64_t i = 0; i < c.kv_dim(); ++i) v[i] += L.bv[i];
+    }
+    if (L.q_norm != nullptr) {
+      for (int64_t h = 0; h < c.n_head; ++h) rms_norm(q + h * c.head_dim, L.q_norm, c.rms_eps, c.head_dim, q + h * c.head_dim);
+      for (int64_t h = 0; h < c.n_head_kv; ++h) rms_norm(k + h * c.head_dim, L.k_norm, c.rms_eps, c.head_dim, k + h * c.head_dim);
+    }
+    rope(q, c.n_head, c.head_dim, batch.positions[t], inv_freq_.data(), c.rope_layout);
+    rope(k, c.n_head_kv, c.head_dim, batch.positions[t], inv_freq_.data(), c.rope_layout);
+  }
 }
 
 }  // namespace tessera

@@ -40,6 +40,11 @@ class Forward {
  private:
   void ensure_capacity(int64_t n_tokens, int64_t max_positions);
   void attention_layer(const ForwardBatch& batch, int64_t layer);
+  // Calls fn(t_begin, t_end) over [0, n_tokens): on the pool's threads in even slices for a batch large enough to
+  // pay for a parallel region, else inline. Each token's result does not depend on the slicing.
+  template <typename Fn>
+  void for_token_slices(int64_t n_tokens, Fn&& fn);
+  void finish_qkv(const ForwardBatch& batch, const LayerWeights& layer, int64_t t0, int64_t t1);
 
   std::shared_ptr<const Model> model_;
   KvPool& kv_;
@@ -49,7 +54,7 @@ class Forward {
   // Workspace, grown on demand and reused: no allocation per step once warm.
   int64_t capacity_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_, logits_;
-  std::vector<float> scratch_;   // [n_threads, max_positions] attention scores
+  std::vector<float> scratch_;   // [n_threads, attend_scratch_floats(max_positions)]
   int64_t scratch_stride_ = 0;
   std::vector<const uint8_t*> k_ptrs_, v_ptrs_;  // per sequence block pointers for the current layer
   std::vector<size_t> seq_ptr_offset_;
