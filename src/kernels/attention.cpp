@@ -106,12 +106,24 @@ void attend(const float* q, const KvBlocksView& kv, int64_t n_pos, const Attenti
   attend(q, kv, n_pos, shape, head_begin, head_end, scratch, out, active_isa());
 }
 
+void attend_tokens(const float* q, int64_t q_stride, int64_t n_tokens, const KvBlocksView& kv, int64_t n_pos,
+                   const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* scratch, float* out,
+                   int64_t out_stride, Isa isa) {
+  if (kernel_isa(isa < detected_isa() ? isa : detected_isa()) >= Isa::Avx2) {
+    return kernels::avx2::attend(q, q_stride, n_tokens, static_cast<int>(kv.type), fp8_e4m3_table().data(),
+                                 kv.k_blocks, kv.v_blocks, kv.block_size, kv.scales_offset, n_pos, shape.n_head,
+                                 shape.n_head_kv, shape.head_dim, shape.scale, head_begin, head_end, scratch, out,
+                                 out_stride);
+  }
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    attend(q + i * q_stride, kv, n_pos + i, shape, head_begin, head_end, scratch, out + i * out_stride, isa);
+  }
+}
+
 void attend(const float* q, const KvBlocksView& kv, int64_t n_pos, const AttentionShape& shape, int64_t head_begin,
             int64_t head_end, float* scratch, float* out, Isa isa) {
   if (kernel_isa(isa < detected_isa() ? isa : detected_isa()) >= Isa::Avx2) {
-    return kernels::avx2::attend(q, static_cast<int>(kv.type), fp8_e4m3_table().data(), kv.k_blocks, kv.v_blocks, kv.block_size,
-                                 kv.scales_offset, n_pos, shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale,
-                                 head_begin, head_end, scratch, out);
+    return attend_tokens(q, 0, 1, kv, n_pos, shape, head_begin, head_end, scratch, out, 0, isa);
   }
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t row_bytes = shape.n_head_kv * shape.head_dim * kv_element_bytes(kv.type);

@@ -42,12 +42,12 @@ struct AttentionShape {
   float scale = 1.0f;     // usually 1/sqrt(head_dim)
 };
 
-// Floats of scratch one attend call over n_pos positions needs: scores for every query head of a kv-head group,
-// plus fp32 copies of a chunk of K/V rows and of the group's queries and outputs.
-inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape) {
-  const int64_t group = shape.n_head / shape.n_head_kv;
+// Floats of scratch one call needs when its last token attends n_pos positions: scores for every query head of a
+// kv-head group and every token, plus fp32 copies of a chunk of K/V rows and of the queries and outputs.
+inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape, int64_t n_tokens = 1) {
+  const int64_t rows = n_tokens * (shape.n_head / shape.n_head_kv);
   const int64_t stride = (shape.head_dim + 7) / 8 * 8;
-  return group * ((n_pos + 7) / 8 * 8 + 2 * stride) + 8 * stride;  // chunks of 8 positions
+  return rows * ((n_pos + 7) / 8 * 8 + 2 * stride) + 8 * stride;  // chunks of 8 positions
 }
 
 // q: [n_head, head_dim]; attends positions [0, n_pos); out: [n_head, head_dim].
@@ -58,5 +58,13 @@ void attend(const float* q, const KvBlocksView& kv, int64_t n_pos, const Attenti
 // The same at an explicit ISA level (Isa::Scalar is the reference).
 void attend(const float* q, const KvBlocksView& kv, int64_t n_pos, const AttentionShape& shape, int64_t head_begin,
             int64_t head_end, float* scratch, float* out, Isa isa);
+
+// n_tokens consecutive tokens of one sequence (a prompt chunk): token i's queries at q + i * q_stride attend
+// positions [0, n_pos + i) and its output goes to out + i * out_stride. Each K/V row is read and widened once for
+// all of them; every token's result is bit-identical to its own attend call. `scratch` holds at least
+// attend_scratch_floats(n_pos + n_tokens - 1, shape, n_tokens) floats.
+void attend_tokens(const float* q, int64_t q_stride, int64_t n_tokens, const KvBlocksView& kv, int64_t n_pos,
+                   const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* scratch, float* out,
+                   int64_t out_stride, Isa isa = active_isa());
 
 }  // namespace tessera

@@ -119,91 +119,98 @@ inline void accumulate_values(const float* w, int64_t n, const float* rows, int6
 }
 
 template <int T>
-void attend_typed(const float* q, const float* fp8_table, const uint8_t* const* k_blocks,
-                  const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset, int64_t n_pos,
-                  int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
-                  int64_t head_end, float* scratch, float* out) {
+void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const float* fp8_table,
+                  const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size,
+                  int64_t scales_offset, int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                  float scale, int64_t head_begin, int64_t head_end, float* scratch, float* out, int64_t out_stride) {
   const int64_t group = n_head / n_head_kv;
-  const int64_t stride = (head_dim + 7) / 8 * 8;     // fp32 row stride, zero padded
-  const int64_t n_pos_pad = (n_pos + kChunk - 1) / kChunk * kChunk;
-  // Scratch layout (attend_scratch_floats): scores [group][n_pos_pad], rows [kChunk][stride],
-  // queries [group][stride], outputs [group][stride].
+  const int64_t stride = (head_dim + 7) / 8 * 8;  // fp32 row stride, zero padded
+  const int64_t last_n_pos = n_pos + n_tokens - 1;  // token i attends n_pos + i positions
+  const int64_t n_pos_pad = (last_n_pos + kChunk - 1) / kChunk * kChunk;
+  // Scratch layout (attend_scratch_floats), one query row per (token, head of the group): scores
+  // [rows][n_pos_pad], K/V chunk [kChunk][stride], queries [rows][stride], outputs [rows][stride].
+  const int64_t max_rows = n_tokens * group;
   float* scores = scratch;
-  float* rows = scores + group * n_pos_pad;
+  float* rows = scores + max_rows * n_pos_pad;
   float* queries = rows + kChunk * stride;
-  float* outputs = queries + group * stride;
+  float* outputs = queries + max_rows * stride;
   float chunk_scales[kChunk];
 
   for (int64_t g = head_begin / group; g * group < head_end; ++g) {
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
-    const int64_t m = h1 - h0;
+    const int64_t m = h1 - h0;  // row r = token (r / m), head h0 + r % m
     const int64_t head_offset = g * head_dim * element_bytes<T>();
     const int64_t row_bytes = n_head_kv * head_dim * element_bytes<T>();
     const HeadRows<T> keys{k_blocks, block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g, fp8_table};
     const HeadRows<T> values{v_blocks, block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g, fp8_table};
-    for (int64_t hi = 0; hi < m; ++hi) {
-      float* qd = queries + hi * stride;
-      std::memcpy(qd, q + (h0 + hi) * head_dim, size_t(head_dim) * sizeof(float));
+    for (int64_t r = 0; r < n_tokens * m; ++r) {
+      float* qd = queries + r * stride;
+      std::memcpy(qd, q + (r / m) * q_stride + (h0 + r % m) * head_dim, size_t(head_dim) * sizeof(float));
       std::fill(qd + head_dim, qd + stride, 0.0f);
     }
+    // The first row whose token sees position p0: tokens before it end earlier (their scores and weights past
+    // their own n_pos are never read).
+    const auto first_row = [&](int64_t p0) { return std::max<int64_t>(0, p0 - n_pos + 1) * m; };
 
     // Scores: dot(q, k) · k's head scale · 1/√d.
-    for (int64_t p0 = 0; p0 < n_pos; p0 += kChunk) {
-      keys.load(p0, std::min<int64_t>(kChunk, n_pos - p0), stride, rows, chunk_scales);
+    for (int64_t p0 = 0; p0 < last_n_pos; p0 += kChunk) {
+      keys.load(p0, std::min<int64_t>(kChunk, last_n_pos - p0), stride, rows, chunk_scales);
       const __m256 key_scales = _mm256_mul_ps(_mm256_loadu_ps(chunk_scales), _mm256_set1_ps(scale));
-      for (int64_t hi = 0; hi < m; ++hi) {
-        const float* qd = queries + hi * stride;
+      for (int64_t r = first_row(p0); r < n_tokens * m; ++r) {
+        const float* qd = queries + r * stride;
         __m256 acc[kChunk];
         static_for<kChunk>([&](auto j) { acc[j] = _mm256_setzero_ps(); });
         for (int64_t i = 0; i < stride; i += 8) {
           const __m256 qv = _mm256_loadu_ps(qd + i);
           static_for<kChunk>([&](auto j) { acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows + j * stride + i), acc[j]); });
         }
-        _mm256_storeu_ps(scores + hi * n_pos_pad + p0, _mm256_mul_ps(sum_lanes8(acc), key_scales));
+        _mm256_storeu_ps(scores + r * n_pos_pad + p0, _mm256_mul_ps(sum_lanes8(acc), key_scales));
       }
     }
-    for (int64_t hi = 0; hi < m; ++hi) softmax(scores + hi * n_pos_pad, n_pos);
+    for (int64_t r = 0; r < n_tokens * m; ++r) softmax(scores + r * n_pos_pad, n_pos + r / m);
 
     // Outputs: Σ_p weight_p · v_p, accumulated in position order, 64 lanes at a time.
-    for (int64_t p0 = 0; p0 < n_pos; p0 += kChunk) {
-      const int64_t n = std::min<int64_t>(kChunk, n_pos - p0);
-      values.load(p0, n, stride, rows, chunk_scales);
-      for (int64_t hi = 0; hi < m; ++hi) {
+    for (int64_t p0 = 0; p0 < last_n_pos; p0 += kChunk) {
+      values.load(p0, std::min<int64_t>(kChunk, last_n_pos - p0), stride, rows, chunk_scales);
+      for (int64_t r = first_row(p0); r < n_tokens * m; ++r) {
+        const int64_t n = std::min<int64_t>(kChunk, n_pos + r / m - p0);
         float w[kChunk];
-        for (int64_t j = 0; j < n; ++j) w[j] = scores[hi * n_pos_pad + p0 + j] * chunk_scales[j];
+        for (int64_t j = 0; j < n; ++j) w[j] = scores[r * n_pos_pad + p0 + j] * chunk_scales[j];
         for (int64_t i0 = 0; i0 < stride; i0 += 64) {
-          float* acc = outputs + hi * stride + i0;
-          const float* r = rows + i0;
+          float* acc = outputs + r * stride + i0;
+          const float* v = rows + i0;
           switch (std::min<int64_t>(64, stride - i0) / 8) {
-            case 1: accumulate_values<1>(w, n, r, stride, p0 == 0, acc); break;
-            case 2: accumulate_values<2>(w, n, r, stride, p0 == 0, acc); break;
-            case 3: accumulate_values<3>(w, n, r, stride, p0 == 0, acc); break;
-            case 4: accumulate_values<4>(w, n, r, stride, p0 == 0, acc); break;
-            case 5: accumulate_values<5>(w, n, r, stride, p0 == 0, acc); break;
-            case 6: accumulate_values<6>(w, n, r, stride, p0 == 0, acc); break;
-            case 7: accumulate_values<7>(w, n, r, stride, p0 == 0, acc); break;
-            default: accumulate_values<8>(w, n, r, stride, p0 == 0, acc); break;
+            case 1: accumulate_values<1>(w, n, v, stride, p0 == 0, acc); break;
+            case 2: accumulate_values<2>(w, n, v, stride, p0 == 0, acc); break;
+            case 3: accumulate_values<3>(w, n, v, stride, p0 == 0, acc); break;
+            case 4: accumulate_values<4>(w, n, v, stride, p0 == 0, acc); break;
+            case 5: accumulate_values<5>(w, n, v, stride, p0 == 0, acc); break;
+            case 6: accumulate_values<6>(w, n, v, stride, p0 == 0, acc); break;
+            case 7: accumulate_values<7>(w, n, v, stride, p0 == 0, acc); break;
+            default: accumulate_values<8>(w, n, v, stride, p0 == 0, acc); break;
           }
         }
       }
     }
-    for (int64_t hi = 0; hi < m; ++hi) {
-      std::memcpy(out + (h0 + hi) * head_dim, outputs + hi * stride, size_t(head_dim) * sizeof(float));
+    for (int64_t r = 0; r < n_tokens * m; ++r) {
+      std::memcpy(out + (r / m) * out_stride + (h0 + r % m) * head_dim, outputs + r * stride,
+                  size_t(head_dim) * sizeof(float));
     }
   }
 }
 
 }  // namespace
 
-void attend(const float* q, int kv_type, const float* fp8_table, const uint8_t* const* k_blocks,
-            const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset, int64_t n_pos, int64_t n_head,
-            int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin, int64_t head_end, float* scratch,
-            float* out) {
+void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, const float* fp8_table,
+            const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
+            int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
+            int64_t head_end, float* scratch, float* out, int64_t out_stride) {
   switch (kv_type) {
-#define TESSERA_ATTEND_CASE(T)                                                                                   \
-  case T:                                                                                                        \
-    return attend_typed<T>(q, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos, n_head, n_head_kv, \
-                           head_dim, scale, head_begin, head_end, scratch, out);
+#define TESSERA_ATTEND_CASE(T)                                                                                 \
+  case T:                                                                                                      \
+    return attend_typed<T>(q, q_stride, n_tokens, fp8_table, k_blocks, v_blocks, block_size, scales_offset,    \
+                           n_pos, n_head, n_head_kv, head_dim, scale, head_begin, head_end, scratch, out,      \
+                           out_stride);
     TESSERA_ATTEND_CASE(kF32)
     TESSERA_ATTEND_CASE(kF16)
     TESSERA_ATTEND_CASE(kBF16)

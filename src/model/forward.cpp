@@ -59,7 +59,11 @@ void Forward::ensure_capacity(int64_t n_tokens, int64_t max_positions) {
     up_.resize(n * c.n_ff);
   }
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f};
-  const int64_t scratch_floats = attend_scratch_floats(max_positions, shape);
+  // Prompt tokens share attention calls in runs of up to attention_run_tokens_, as many as keep one call's
+  // scores within ~1 MiB (all 8 for TinyLlama up to ~4k positions).
+  const int64_t group = c.n_head / c.n_head_kv;
+  attention_run_tokens_ = std::clamp<int64_t>((int64_t{1} << 18) / (group * (max_positions + 8)), 1, 8);
+  const int64_t scratch_floats = attend_scratch_floats(max_positions, shape, attention_run_tokens_);
   if (scratch_floats > scratch_stride_) {
     scratch_stride_ = scratch_floats;
     scratch_.resize(size_t(pool_.size()) * size_t(scratch_floats));
@@ -103,19 +107,46 @@ void Forward::attention_layer(const ForwardBatch& batch, int64_t layer) {
   }
 
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
-  const int64_t n_items = n_tokens * c.n_head;
+  // Items are (token, query head) pairs, and an item's work grows with its token's position: threads take equal
+  // shares of the summed work, not equal item counts (with a prompt's tokens in order, equal counts gave the
+  // second of two threads three times the first one's work). Each item also pays a fixed cost of ~16 positions.
+  constexpr int64_t kItemOverhead = 16;
+  attention_cost_end_.resize(size_t(n_tokens));
+  int64_t total_cost = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    total_cost += (batch.positions[t] + 1 + kItemOverhead) * c.n_head;
+    attention_cost_end_[size_t(t)] = total_cost;
+  }
+  const auto item_at_cost = [&](int64_t cost) -> int64_t {  // the first item whose work starts at or after cost
+    const auto it = std::upper_bound(attention_cost_end_.begin(), attention_cost_end_.end(), cost);
+    if (it == attention_cost_end_.end()) return n_tokens * c.n_head;
+    const int64_t t = it - attention_cost_end_.begin();
+    const int64_t start = t == 0 ? 0 : attention_cost_end_[size_t(t - 1)];
+    const int64_t per_head = batch.positions[t] + 1 + kItemOverhead;
+    return t * c.n_head + (cost - start + per_head - 1) / per_head;
+  };
   pool_.run([&](int thread, int n_threads) {
     float* scratch = scratch_.data() + size_t(thread) * size_t(scratch_stride_);
-    const int64_t begin = n_items * thread / n_threads, end = n_items * (thread + 1) / n_threads;
+    const int64_t begin = item_at_cost(total_cost * thread / n_threads);
+    const int64_t end = item_at_cost(total_cost * (thread + 1) / n_threads);
     for (int64_t item = begin; item < end;) {
       const int64_t t = item / c.n_head;
       const int64_t head_begin = item % c.n_head;
       const int64_t head_end = std::min(c.n_head, head_begin + (end - item));
+      // Whole tokens that follow in this thread's share, of the same sequence at the next positions, join the
+      // call (a prompt chunk): they read the same K/V rows.
+      int64_t n = 1;
+      if (head_begin == 0 && head_end == c.n_head) {
+        while (n < attention_run_tokens_ && (t + n + 1) * c.n_head <= end &&
+               batch.seq_index[t + n] == batch.seq_index[t] && batch.positions[t + n] == batch.positions[t] + n) {
+          ++n;
+        }
+      }
       const size_t off = seq_ptr_offset_[size_t(batch.seq_index[t])];
       const KvBlocksView view{kv_.type(), k_ptrs_.data() + off, v_ptrs_.data() + off, bs, kv_.scales_offset()};
-      attend(&q_[size_t(t * c.q_dim())], view, batch.positions[t] + 1, shape, head_begin, head_end, scratch,
-             &attn_[size_t(t * c.q_dim())]);
-      item += head_end - head_begin;
+      attend_tokens(&q_[size_t(t * c.q_dim())], c.q_dim(), n, view, batch.positions[t] + 1, shape, head_begin,
+                    head_end, scratch, &attn_[size_t(t * c.q_dim())], c.q_dim());
+      item += n == 1 ? head_end - head_begin : n * c.n_head;
     }
   });
 }

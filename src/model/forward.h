@@ -54,10 +54,12 @@ class Forward {
   // Workspace, grown on demand and reused: no allocation per step once warm.
   int64_t capacity_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_, logits_;
-  std::vector<float> scratch_;   // [n_threads, attend_scratch_floats(max_positions)]
+  std::vector<float> scratch_;   // [n_threads, attend_scratch_floats(max_positions, .., attention_run_tokens_)]
   int64_t scratch_stride_ = 0;
+  int64_t attention_run_tokens_ = 1;
   std::vector<const uint8_t*> k_ptrs_, v_ptrs_;  // per sequence block pointers for the current layer
   std::vector<size_t> seq_ptr_offset_;
+  std::vector<int64_t> attention_cost_end_;  // per token: summed attention work of the tokens up to it
 };
 
 }  // namespace tessera

@@ -159,6 +159,36 @@ TEST_P(KernelOps, AttentionOverBlocksForEveryKvType) {
   }
 }
 
+TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  for (KvType type : {KvType::F32, KvType::F16, KvType::I8, KvType::FP8}) {
+    const AttentionShape shape{8, 2, 40, 1.0f / std::sqrt(40.0f)};
+    const int64_t block_size = 16, n_blocks = 3, kv_row = shape.n_head_kv * shape.head_dim;
+    const auto k = random_floats(size_t(n_blocks * block_size * kv_row), 21);
+    const auto v = random_floats(size_t(n_blocks * block_size * kv_row), 22);
+    const std::vector<int64_t> order{1, 2, 0};
+    const auto ek = encode_blocks(type, k, n_blocks, block_size, shape.n_head_kv, shape.head_dim, order);
+    const auto ev = encode_blocks(type, v, n_blocks, block_size, shape.n_head_kv, shape.head_dim, order);
+    const KvBlocksView view{type, ek.ptrs.data(), ev.ptrs.data(), block_size, ek.scales_offset};
+    const int64_t q_dim = shape.n_head * shape.head_dim, max_tokens = 11;
+    const auto q = random_floats(size_t(max_tokens * q_dim), 23, 2.0f);
+    // Runs that start inside a chunk of 8 positions and cross several; head ranges that cut a kv-head group.
+    for (auto [n_pos, n_tokens] : {std::pair<int64_t, int64_t>{1, 1}, {1, 11}, {5, 8}, {13, 4}, {37, 11}}) {
+      for (auto [h0, h1] : {std::pair<int64_t, int64_t>{0, 8}, {3, 7}}) {
+        std::vector<float> scratch(size_t(attend_scratch_floats(n_pos + n_tokens - 1, shape, n_tokens)));
+        std::vector<float> run(size_t(n_tokens * q_dim), -1.0f), single(run.size(), -1.0f);
+        attend_tokens(q.data(), q_dim, n_tokens, view, n_pos, shape, h0, h1, scratch.data(), run.data(), q_dim,
+                      GetParam());
+        for (int64_t i = 0; i < n_tokens; ++i) {
+          attend(q.data() + i * q_dim, view, n_pos + i, shape, h0, h1, scratch.data(), single.data() + i * q_dim,
+                 GetParam());
+        }
+        EXPECT_EQ(run, single) << kv_type_name(type) << ", " << n_tokens << " tokens from " << n_pos;
+      }
+    }
+  }
+}
+
 TEST(KvEncoding, RowsRoundTripWithinTheTypePrecision) {
   const int64_t n_head_kv = 3, head_dim = 24;
   const auto x = random_floats(size_t(n_head_kv * head_dim), 11, 3.0f);
