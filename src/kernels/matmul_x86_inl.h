@@ -256,6 +256,11 @@ inline __m256i broadcast32(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
+// Integer adds are associative, so GCC may turn a block's chain of accumulations into a tree: it then keeps every
+// product of the block alive at once and spills most of them to the stack (a store and a reload per product).
+// An empty asm that "may change" the accumulator pins the chain in the order written.
+inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
+
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 144;  // 8 fp16 scales + 4 × 32 nibble bytes
@@ -285,6 +290,7 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
         const int8_t* x = xq[t] + b * 32;
         s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast32(x + 4 * j)));
         s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast32(x + 16 + 4 * j)));
+        keep_in_register(s16[t]);
       });
     });
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
@@ -308,11 +314,13 @@ TESSERA_INLINE inline void s32_products(__m256i v, const int8_t* const* xq, cons
   if constexpr (NT == 1) {
     const __m256i signed_w = _mm256_sign_epi8(v, broadcast32(xq[0] + i));
     s32[0] = _mm256_add_epi32(s32[0], _mm256_madd_epi16(_mm256_maddubs_epi16(broadcast32(xa[0] + i), signed_w), ones));
+    keep_in_register(s32[0]);
   } else {
     const __m256i abs_w = _mm256_abs_epi8(v);
     static_for<NT>([&](auto t) {
       const __m256i signed_x = _mm256_sign_epi8(broadcast32(xq[t] + i), v);
       s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_x), ones));
+      keep_in_register(s32[t]);
     });
   }
 }
