@@ -1,6 +1,7 @@
-// AVX2 attention over block tables for every KV storage type. The query heads that share a kv head are done
-// together: each chunk of K or V rows is widened to fp32 once for all of them. Scores are vector dot products
-// (the per-head scale applied once per score), then the vector softmax, then FMA accumulation of the values.
+// AVX2 attention over block tables for every KV storage type. The query heads that share a kv head, for every
+// token of the call, are done together: each chunk of K or V rows is widened to fp32 once for all of them.
+// Scores are vector dot products (the per-head scale applied once per score), then the vector softmax, then FMA
+// accumulation of the values.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -75,7 +76,8 @@ inline __m256 sum_lanes8(const __m256 acc[8]) {
 }
 
 // Positions are taken eight at a time: their K (then V) rows of one kv head are widened to fp32 once and serve
-// every query head of the group, and eight scores share one horizontal reduction.
+// every query row of the call (each token × each query head of the group), and eight scores share one
+// horizontal reduction.
 constexpr int kChunk = 8;
 
 template <int T>
