@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/matmul_lowbit_kernels.h"
+#include "kernels/static_for.h"
 
 namespace tessera::kernels::lowbit::avx2 {
 namespace {
@@ -52,14 +53,6 @@ INLINE Nibbles unpack_pair(const uint8_t* p, bool half) {
 INLINE __m256i dot_pair(__m256i lo, __m256i hi, const int8_t* x) {
   return _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
                           _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32))));
-}
-
-// static_for<N>(f) calls f(std::integral_constant<int, i>{}) for i = 0..N-1, unrolled before optimization.
-template <int N, typename F>
-INLINE void static_for(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) ALWAYS {
-    (f(std::integral_constant<int, I>{}), ...);
-  }(std::make_integer_sequence<int, N>{});
 }
 
 // Eight fp16 values from p, of which only n (≤ 8) are read; the rest are zero.
