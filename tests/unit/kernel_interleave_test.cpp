@@ -108,8 +108,9 @@ TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   }
 }
 
-// Long rows make the kernels take tokens in blocks (activations sized for L2: 12 tokens for 6400 values), so a
-// batch of 30 ends one block mid-tile; every token still gets the bits it gets alone.
+// Long rows make the kernels take tokens in blocks (activations sized for L2: 8 tokens for 6400 values), so a
+// batch of 30 ends with a block of 6 in tiles narrower than the others; every token still gets the bits it gets
+// alone.
 TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
   const int64_t n_in = 32 * 200, n_out = 16, n_tokens = 30;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 15);
