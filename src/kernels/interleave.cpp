@@ -8,18 +8,21 @@
 namespace tessera {
 namespace {
 
-// One row's share of a block of 32 values: its scale bytes (an fp16 for Q4_0 and Q8_0; I8's scales are per
-// row, outside the data) and its total bytes; 0 bytes for types that do not interleave.
+// One row's share of a block: its leading scale bytes (an fp16 for Q4_0 and Q8_0, kept as 8 runs in row order;
+// I8's scales are per row, outside the data; Q4_K's whole block moves in 4-byte units), its total bytes and
+// the values it holds; 0 bytes for types that do not interleave.
 struct BlockShape {
   size_t bytes = 0;
   size_t scale_bytes = 0;
+  int64_t values = 32;
 };
 
 BlockShape block_shape(TensorType type) {
   switch (type) {
-    case TensorType::Q4_0: return {18, 2};
-    case TensorType::Q8_0: return {34, 2};
-    case TensorType::I8: return {32, 0};
+    case TensorType::Q4_0: return {18, 2, 32};
+    case TensorType::Q8_0: return {34, 2, 32};
+    case TensorType::I8: return {32, 0, 32};
+    case TensorType::Q4_K: return {144, 0, 256};
     default: return {};
   }
 }
@@ -27,16 +30,16 @@ BlockShape block_shape(TensorType type) {
 }  // namespace
 
 bool can_interleave(const WeightMatrix& w) {
-  const size_t bytes = block_shape(w.type).bytes;
+  const auto [bytes, scale_bytes, values] = block_shape(w.type);
   return bytes != 0 && w.layout == WeightLayout::Rows && w.n_out > 0 && w.n_out % kInterleaveRows == 0 &&
-         w.n_in % 32 == 0 && w.row_bytes == size_t(w.n_in / 32) * bytes && w.outlier_threshold == 0.0f;
+         w.n_in % values == 0 && w.row_bytes == size_t(w.n_in / values) * bytes && w.outlier_threshold == 0.0f;
 }
 
 void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in) {
-  const auto [bytes, scale_bytes] = block_shape(type);
+  const auto [bytes, scale_bytes, values] = block_shape(type);
   const size_t payload = bytes - scale_bytes;
-  TESSERA_CHECK(bytes != 0 && n_out % kInterleaveRows == 0 && n_in % 32 == 0);
-  const size_t nb = size_t(n_in / 32), row_bytes = nb * bytes;
+  TESSERA_CHECK(bytes != 0 && n_out % kInterleaveRows == 0 && n_in % values == 0);
+  const size_t nb = size_t(n_in / values), row_bytes = nb * bytes;
   std::vector<uint8_t> rows(kInterleaveRows * row_bytes);  // one group as stored
   for (int64_t g = 0; g < n_out / kInterleaveRows; ++g) {
     uint8_t* group = data + size_t(g) * kInterleaveRows * row_bytes;
@@ -54,10 +57,10 @@ void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in
 }
 
 void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst) {
-  const auto [bytes, scale_bytes] = block_shape(w.type);
+  const auto [bytes, scale_bytes, values] = block_shape(w.type);
   const size_t payload = bytes - scale_bytes;
   TESSERA_CHECK(bytes != 0 && w.layout == WeightLayout::Interleaved8 && r >= 0 && r < w.n_out);
-  const size_t nb = size_t(w.n_in / 32);
+  const size_t nb = size_t(w.n_in / values);
   const int l = int(r % kInterleaveRows);
   const uint8_t* group = w.data + size_t(r / kInterleaveRows) * kInterleaveRows * w.row_bytes;
   for (size_t b = 0; b < nb; ++b) {

@@ -1,4 +1,5 @@
-// Q4_0, Q8_0 and I8 rows interleaved in groups of 8 (WeightLayout::Interleaved8), the layout their kernels read.
+// Q4_0, Q8_0, I8 and Q4_K rows interleaved in groups of 8 (WeightLayout::Interleaved8), the layout their kernels
+// read.
 //
 // Row by row, a block dot product ends each 32-value block with a horizontal problem: the block's integer sum
 // sits in 8 lanes and needs its own scale conversion and multiply. With 8 rows interleaved, one register holds
@@ -6,11 +7,14 @@
 // row's sum lands in its own lane, and one conversion and one FMA per block finish all 8 rows. That halves the
 // instructions per weight byte (Q4_0 decode was compute-bound at about half the memory bandwidth).
 //
-// A group of 8 rows keeps its size (8 × row_bytes), block (32 values) after block, 8 × block bytes per block:
-//   bytes 0..15  Q4_0 and Q8_0: the 8 rows' fp16 scales, row 0 first (I8's per-row scales stay outside);
-//   then         32-byte vectors V0, V1, ... (4 for Q4_0, 8 for Q8_0 and I8): byte 4l + i of Vj is byte 4j + i
-//                of row l's block after its scale. Q8_0, I8: value 4j + i. Q4_0: the low nibble is value 4j + i
-//                and the high nibble value 16 + 4j + i.
+// A group of 8 rows keeps its size (8 × row_bytes), block after block, 8 × block bytes per block:
+//   Q4_0, Q8_0 (32 values): bytes 0..15 the 8 rows' fp16 scales, row 0 first; then 32-byte vectors V0, V1, ...
+//                (4 for Q4_0, 8 for Q8_0): byte 4l + i of Vj is byte 4j + i of row l's block after its scale.
+//                Q8_0: value 4j + i. Q4_0: the low nibble is value 4j + i and the high nibble value 16 + 4j + i.
+//   I8 (32 values, per-row scales outside): 8 vectors, byte 4l + i of Vj is row l's value 4j + i.
+//   Q4_K (256 values): the whole 144-byte block in 36 vectors, byte 4l + i of Vj is byte 4j + i of row l's
+//                block: V0 holds each row's fp16 d and dmin, V1..V3 its 12 packed scale bytes, V(4+8k+u) bytes
+//                4u..4u+3 of its k-th 32 quant bytes (low nibbles: sub-block 2k, high nibbles: 2k + 1).
 // The bytes are the file's bytes, moved: rewriting in place keeps the memory footprint.
 #pragma once
 
@@ -22,11 +26,12 @@ namespace tessera {
 
 constexpr int kInterleaveRows = 8;
 
-// Whether w can take the Interleaved8 layout: Q4_0, Q8_0 or I8 (without LLM.int8() outliers) in the Rows layout,
-// a multiple of 8 rows of a multiple of 32 values.
+// Whether w can take the Interleaved8 layout: Q4_0, Q8_0, I8 (without LLM.int8() outliers) or Q4_K in the Rows
+// layout, a multiple of 8 rows of whole blocks.
 bool can_interleave(const WeightMatrix& w);
 
-// Rewrites the matrix at data (n_out rows of `type`, Q4_0, Q8_0 or I8, n_out a multiple of 8) into Interleaved8.
+// Rewrites the matrix at data (n_out rows of `type`, Q4_0, Q8_0, I8 or Q4_K, n_out a multiple of 8) into
+// Interleaved8.
 void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in);
 
 // Row r of an Interleaved8 matrix as the file stored it: dst holds w.row_bytes bytes.

@@ -42,6 +42,7 @@ bool kernel_type(const WeightMatrix& w, KernelType* out) {
       case TensorType::Q4_0: *out = KernelType::Q4_0x8; return true;
       case TensorType::Q8_0: *out = KernelType::Q8_0x8; return true;
       case TensorType::I8: *out = KernelType::I8x8; return true;
+      case TensorType::Q4_K: *out = KernelType::Q4_Kx8; return true;
       default: return false;
     }
   }

@@ -392,10 +392,91 @@ __attribute__((noinline, flatten)) void tile_i8x8(const MatmulArgs& a, int64_t t
   });
 }
 
+// The 8 rows' d·sc_j and dmin·m_j for sub-blocks j = 0..7 of one Q4_Kx8 super-block (kernels/interleave.h):
+// q4_k_unpack_scales' bit moves with one row per 32-bit lane. V0's lanes hold each row's fp16 (d, dmin) pair;
+// one byte shuffle and one qword permute gather the 8 d and then the 8 dmin.
+TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], float dmn[8][8]) {
+  const __m256i pairs = _mm256_loadu_si256((const __m256i*)blk);
+  const __m256i a = _mm256_loadu_si256((const __m256i*)(blk + 32));
+  const __m256i b = _mm256_loadu_si256((const __m256i*)(blk + 64));
+  const __m256i c = _mm256_loadu_si256((const __m256i*)(blk + 96));
+  const __m256i split = _mm256_shuffle_epi8(pairs, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                                                    0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  const __m256i ordered = _mm256_permute4x64_epi64(split, 0xd8);  // d0-3, d4-7, dmin0-3, dmin4-7
+  const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
+  const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
+  const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+  const __m256i sc[2] = {_mm256_and_si256(a, m6),
+                         _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top2))};
+  const __m256i mn[2] = {_mm256_and_si256(b, m6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4),
+                                                                  _mm256_and_si256(_mm256_srli_epi32(b, 2), top2))};
+  const __m256i byte = _mm256_set1_epi32(0xff);
+  static_for<8>([&](auto j) {
+    constexpr int half = decltype(j)::value / 4, shift = 8 * (decltype(j)::value % 4);
+    const __m256i s = _mm256_and_si256(_mm256_srli_epi32(sc[half], shift), byte);
+    const __m256i m = _mm256_and_si256(_mm256_srli_epi32(mn[half], shift), byte);
+    _mm256_store_ps(dsc[j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(s)));
+    _mm256_store_ps(dmn[j], _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m)));
+  });
+}
+
+// Q4_Kx8 (kernels/interleave.h), one group of 8 rows for NT tokens. value = d·sc_j·q − dmin·m_j per 32-value
+// sub-block j, q in [0, 15]. Each super-block's scales are unpacked once for the NT tokens (q4_kx8_scales);
+// sub-block j is then Q4_0x8's scheme: 8 vectors of its nibbles (values 4u..4u+3 of the 8 rows) times those 4
+// activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480), widened once, and finished with one
+// FMA for the q·x part and one for the min part (the activations' block sum). The same operations for every
+// token whatever NT is (batch invariance).
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
+  const int64_t nsb = a.n_in / 256, nb = a.n_in / 32;
+  const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  const int8_t* xq[NT];
+  const float* xd[NT];
+  const float* xs[NT];
+  static_for<NT>([&](auto t) {
+    acc[t] = _mm256_setzero_ps();
+    xq[t] = a.xq.q + (t0 + t) * a.n_in;
+    xd[t] = a.xq.scale + (t0 + t) * nb;
+    xs[t] = a.xq.block_sum + (t0 + t) * nb;
+  });
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = w + sb * kBlockBytes;
+    for (int line = 0; line < kBlockBytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+    alignas(32) float dsc[8][8], dmn[8][8];
+    q4_kx8_scales(blk, dsc, dmn);
+    static_for<8>([&](auto j) {
+      constexpr int chunk = decltype(j)::value / 2;
+      constexpr bool high = decltype(j)::value % 2 == 1;
+      __m256i s16[NT];
+      static_for<NT>([&](auto t) { s16[t] = _mm256_setzero_si256(); });
+      static_for<8>([&](auto u) {
+        const __m256i p = _mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * (8 * chunk + u)));
+        const __m256i q = high ? _mm256_and_si256(_mm256_srli_epi16(p, 4), low4) : _mm256_and_si256(p, low4);
+        static_for<NT>([&](auto t) {
+          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, broadcast32(xq[t] + sb * 256 + 32 * j + 4 * u)));
+          keep_in_register(s16[t]);
+        });
+      });
+      const __m256 sc = _mm256_load_ps(dsc[j]), mn = _mm256_load_ps(dmn[j]);
+      const int64_t b = sb * 8 + j;
+      static_for<NT>([&](auto t) {
+        const __m256 qx = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[t], ones));
+        acc[t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(xd[t] + b)), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(xs[t] + b), acc[t]);
+      });
+    });
+  }
+  static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
+}
+
 // Q8_0x8 and I8x8 take 8 tokens a tile: each weight vector's |w| is computed once for all of them, and the 8
 // int32 accumulators (8 more fp32 ones for Q8_0, which GCC spills once a block) still leave registers for the
 // weights. 1-core, in-cache 512-token products ran 7 % faster than with 4-token tiles (Q8_0 112 → 119 GOP/s,
-// I8 126 → 133). Q4_0x8 keeps 4: its int16 and fp32 accumulators and nibble masks would not fit with 8.
+// I8 126 → 133). Q4_0x8 and Q4_Kx8 keep 4: their int16 and fp32 accumulators and nibble masks would not fit
+// with 8.
 constexpr int kWideTileTokens = 8;
 
 inline bool takes_wide_tiles(KernelType type) { return type == KernelType::Q8_0x8 || type == KernelType::I8x8; }
@@ -404,7 +485,10 @@ template <int NT>
 void tile_interleaved(const MatmulArgs& a, int64_t t0, int64_t group) {
   if (a.type == KernelType::Q8_0x8) return tile_q8_0x8<NT>(a, t0, group);
   if (a.type == KernelType::I8x8) return tile_i8x8<NT>(a, t0, group);
-  if constexpr (NT <= kTileTokens) tile_q4_0x8<NT>(a, t0, group);
+  if constexpr (NT <= kTileTokens) {
+    if (a.type == KernelType::Q4_Kx8) return tile_q4_kx8<NT>(a, t0, group);
+    tile_q4_0x8<NT>(a, t0, group);
+  }
 }
 
 // Token blocks outside, groups of 8 rows inside: a block's quantized activations (|x| and x, ~192 KiB) stay in
@@ -736,7 +820,8 @@ void tile(const TileCtx& c) {
     case KernelType::Q6_K: return tile_q6_k<NT, NR>(c);
     case KernelType::Q4_0x8:
     case KernelType::Q8_0x8:
-    case KernelType::I8x8: return;  // interleaved_rows
+    case KernelType::I8x8:
+    case KernelType::Q4_Kx8: return;  // interleaved_rows
   }
 }
 
@@ -758,7 +843,8 @@ inline int block32_bytes(KernelType type) {
 }
 
 void matmul_rows_impl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.type == KernelType::Q4_0x8 || a.type == KernelType::Q8_0x8 || a.type == KernelType::I8x8) {
+  if (a.type == KernelType::Q4_0x8 || a.type == KernelType::Q8_0x8 || a.type == KernelType::I8x8 ||
+      a.type == KernelType::Q4_Kx8) {
     return interleaved_rows(a, row_begin, row_end);
   }
   // Rows are taken in chunks whose weights stay in L1/L2 while every token tile passes over them: the weights

@@ -1,5 +1,5 @@
-// Q4_0, Q8_0 and I8 rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every byte, rows
-// read back exactly, and the interleaved kernels meet the reference bound and the batch-invariance contract.
+// Q4_0, Q8_0, I8 and Q4_K rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every byte,
+// rows read back exactly, and the interleaved kernels meet the reference bound and the batch-invariance contract.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,6 +28,9 @@ struct Interleaved {
   WeightMatrix view;
 };
 
+// Values per block: a super-block for Q4_K, 32 for the others.
+int64_t block_values(TensorType type) { return type == TensorType::Q4_K ? 256 : 32; }
+
 Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint32_t seed) {
   Interleaved m{make_weights(type, n_out, n_in, seed), {}, {}};
   m.data = m.rows.data;
@@ -38,13 +41,14 @@ Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint3
   return m;
 }
 
-TEST(Interleave, OnlyWholeGroupsOfQ4_0Q8_0OrI8Rows) {
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8}) {
-    EXPECT_TRUE(can_interleave(make_weights(type, 16, 64, 1).view));
-    EXPECT_FALSE(can_interleave(make_weights(type, 12, 64, 1).view));
-    EXPECT_FALSE(can_interleave(make_interleaved(type, 16, 64, 1).view));  // already interleaved
+TEST(Interleave, OnlyWholeGroupsOfQ4_0Q8_0I8OrQ4_KRows) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K}) {
+    const int64_t n_in = 2 * block_values(type);
+    EXPECT_TRUE(can_interleave(make_weights(type, 16, n_in, 1).view)) << tensor_type_name(type);
+    EXPECT_FALSE(can_interleave(make_weights(type, 12, n_in, 1).view)) << tensor_type_name(type);
+    EXPECT_FALSE(can_interleave(make_interleaved(type, 16, n_in, 1).view)) << "already interleaved";
   }
-  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K, TensorType::F16}) {
+  for (TensorType type : {TensorType::Q6_K, TensorType::F16}) {
     EXPECT_FALSE(can_interleave(make_weights(type, 16, 256, 1).view)) << tensor_type_name(type);
   }
   EXPECT_FALSE(can_interleave(make_weights(TensorType::I8, 16, 72, 1).view));  // rows not whole blocks of 32
@@ -56,7 +60,7 @@ TEST(Interleave, OnlyWholeGroupsOfQ4_0Q8_0OrI8Rows) {
 class InterleaveType : public ::testing::TestWithParam<TensorType> {};
 
 TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
-  const int64_t n_out = 24, n_in = 32 * 7;
+  const int64_t n_out = 24, n_in = block_values(GetParam()) * 7;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 3);
   EXPECT_NE(m.data, m.rows.data);  // the layout did change
   std::vector<uint8_t> sorted_before = m.rows.data, sorted_after = m.data;
@@ -77,7 +81,7 @@ TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
 // At every ISA level: within the reference bound, and each token's outputs bit-identical alone or in any batch,
 // with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
 TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
-  const int64_t n_in = 32 * 21, n_out = 8 * 37, n_max = 13;
+  const int64_t n_in = GetParam() == TensorType::Q4_K ? 256 * 5 : 32 * 21, n_out = 8 * 37, n_max = 13;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 5);
   auto x = random_floats(size_t(n_max * n_in), 6);
   for (int64_t t = 0; t < n_max; ++t)
@@ -112,7 +116,7 @@ TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
 // batch of 30 ends with a block of 6 in tiles narrower than the others; every token still gets the bits it gets
 // alone.
 TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
-  const int64_t n_in = 32 * 200, n_out = 16, n_tokens = 30;
+  const int64_t n_in = 32 * 200, n_out = 16, n_tokens = 30;  // 25 Q4_K super-blocks
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 15);
   const auto x = random_floats(size_t(n_tokens * n_in), 16);
   ThreadPool one(1), two(2);
@@ -154,7 +158,27 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, InterleaveType, ::testing::Values(TensorType::Q4_0, TensorType::Q8_0, TensorType::I8),
+// A Q4_K_M file's attention: Q4_K q and k interleaved beside a Q6_K v in the row layout, one activation format.
+TEST(Interleave, KQuantSetSharesInputWithRowLayoutQ6_K) {
+  const int64_t n_in = 256 * 3;
+  const Interleaved q = make_interleaved(TensorType::Q4_K, 32, n_in, 17);
+  const Interleaved k = make_interleaved(TensorType::Q4_K, 8, n_in, 18);
+  const auto v = make_weights(TensorType::Q6_K, 8, n_in, 19);
+  const std::vector<const WeightMatrix*> set = {&q.view, &k.view, &v.view};
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    for (const int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (const int64_t n_tokens : {1, 5, 9}) {
+        const auto x = random_floats(size_t(n_tokens * n_in), 20 + uint32_t(n_tokens));
+        testing::expect_shared_input_equals_separate(set, x, n_tokens, pool, isa, "q4_k set");
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, InterleaveType,
+                         ::testing::Values(TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K),
                          [](const auto& info) { return std::string(tensor_type_name(info.param)); });
 
 }  // namespace
