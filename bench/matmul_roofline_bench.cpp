@@ -185,6 +185,7 @@ int main(int argc, char** argv) {
     if (a == "Q8_0x8") types.push_back({TensorType::Q8_0, 0, true});
     if (a == "I8x8") types.push_back({TensorType::I8, 0, true});
     if (a == "Q4_Kx8") types.push_back({TensorType::Q4_K, 0, true});
+    if (a == "Q6_Kx8") types.push_back({TensorType::Q6_K, 0, true});
     for (TensorType t : {TensorType::Q8_0, TensorType::I8, TensorType::Q4_0, TensorType::F16, TensorType::Q4_K,
                          TensorType::Q6_K})
       if (a == tensor_type_name(t)) types.push_back({t, 0});

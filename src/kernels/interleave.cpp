@@ -8,21 +8,26 @@
 namespace tessera {
 namespace {
 
-// One row's share of a block: its leading scale bytes (an fp16 for Q4_0 and Q8_0, kept as 8 runs in row order;
-// I8's scales are per row, outside the data; Q4_K's whole block moves in 4-byte units), its total bytes and
-// the values it holds; 0 bytes for types that do not interleave.
+// One row's share of a block: its fp16 scale bytes (Q4_0, Q8_0 and Q6_K; kept as 8 runs in row order at the
+// start of the interleaved block) and where the row stores them, its total bytes and the values it holds; the
+// rest moves in 4-byte units. I8's scales are per row, outside the data; Q4_K's scales move with its units. 0
+// bytes for types that do not interleave.
 struct BlockShape {
   size_t bytes = 0;
   size_t scale_bytes = 0;
   int64_t values = 32;
+  size_t scale_offset = 0;
+
+  size_t payload_offset() const { return scale_offset == 0 ? scale_bytes : 0; }
 };
 
 BlockShape block_shape(TensorType type) {
   switch (type) {
-    case TensorType::Q4_0: return {18, 2, 32};
-    case TensorType::Q8_0: return {34, 2, 32};
-    case TensorType::I8: return {32, 0, 32};
-    case TensorType::Q4_K: return {144, 0, 256};
+    case TensorType::Q4_0: return {18, 2, 32, 0};
+    case TensorType::Q8_0: return {34, 2, 32, 0};
+    case TensorType::I8: return {32, 0, 32, 0};
+    case TensorType::Q4_K: return {144, 0, 256, 0};
+    case TensorType::Q6_K: return {210, 2, 256, 208};
     default: return {};
   }
 }
@@ -30,16 +35,18 @@ BlockShape block_shape(TensorType type) {
 }  // namespace
 
 bool can_interleave(const WeightMatrix& w) {
-  const auto [bytes, scale_bytes, values] = block_shape(w.type);
-  return bytes != 0 && w.layout == WeightLayout::Rows && w.n_out > 0 && w.n_out % kInterleaveRows == 0 &&
-         w.n_in % values == 0 && w.row_bytes == size_t(w.n_in / values) * bytes && w.outlier_threshold == 0.0f;
+  const BlockShape shape = block_shape(w.type);
+  return shape.bytes != 0 && w.layout == WeightLayout::Rows && w.n_out > 0 && w.n_out % kInterleaveRows == 0 &&
+         w.n_in % shape.values == 0 && w.row_bytes == size_t(w.n_in / shape.values) * shape.bytes &&
+         w.outlier_threshold == 0.0f;
 }
 
 void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in) {
-  const auto [bytes, scale_bytes, values] = block_shape(type);
-  const size_t payload = bytes - scale_bytes;
-  TESSERA_CHECK(bytes != 0 && n_out % kInterleaveRows == 0 && n_in % values == 0);
-  const size_t nb = size_t(n_in / values), row_bytes = nb * bytes;
+  const BlockShape shape = block_shape(type);
+  const size_t bytes = shape.bytes, scale_bytes = shape.scale_bytes, payload = bytes - scale_bytes;
+  const size_t scale_at = shape.scale_offset, payload_at = shape.payload_offset();
+  TESSERA_CHECK(bytes != 0 && n_out % kInterleaveRows == 0 && n_in % shape.values == 0);
+  const size_t nb = size_t(n_in / shape.values), row_bytes = nb * bytes;
   std::vector<uint8_t> rows(kInterleaveRows * row_bytes);  // one group as stored
   for (int64_t g = 0; g < n_out / kInterleaveRows; ++g) {
     uint8_t* group = data + size_t(g) * kInterleaveRows * row_bytes;
@@ -49,26 +56,27 @@ void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in
       uint8_t* vectors = out + kInterleaveRows * scale_bytes;
       for (int l = 0; l < kInterleaveRows; ++l) {
         const uint8_t* block = rows.data() + size_t(l) * row_bytes + b * bytes;
-        std::memcpy(out + scale_bytes * l, block, scale_bytes);
-        for (size_t j = 0; j < payload / 4; ++j) std::memcpy(vectors + 32 * j + 4 * l, block + scale_bytes + 4 * j, 4);
+        std::memcpy(out + scale_bytes * l, block + scale_at, scale_bytes);
+        for (size_t j = 0; j < payload / 4; ++j) std::memcpy(vectors + 32 * j + 4 * l, block + payload_at + 4 * j, 4);
       }
     }
   }
 }
 
 void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst) {
-  const auto [bytes, scale_bytes, values] = block_shape(w.type);
-  const size_t payload = bytes - scale_bytes;
+  const BlockShape shape = block_shape(w.type);
+  const size_t bytes = shape.bytes, scale_bytes = shape.scale_bytes, payload = bytes - scale_bytes;
+  const size_t scale_at = shape.scale_offset, payload_at = shape.payload_offset();
   TESSERA_CHECK(bytes != 0 && w.layout == WeightLayout::Interleaved8 && r >= 0 && r < w.n_out);
-  const size_t nb = size_t(w.n_in / values);
+  const size_t nb = size_t(w.n_in / shape.values);
   const int l = int(r % kInterleaveRows);
   const uint8_t* group = w.data + size_t(r / kInterleaveRows) * kInterleaveRows * w.row_bytes;
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* in = group + b * kInterleaveRows * bytes;
     const uint8_t* vectors = in + kInterleaveRows * scale_bytes;
     uint8_t* block = dst + b * bytes;
-    std::memcpy(block, in + scale_bytes * l, scale_bytes);
-    for (size_t j = 0; j < payload / 4; ++j) std::memcpy(block + scale_bytes + 4 * j, vectors + 32 * j + 4 * l, 4);
+    std::memcpy(block + scale_at, in + scale_bytes * l, scale_bytes);
+    for (size_t j = 0; j < payload / 4; ++j) std::memcpy(block + payload_at + 4 * j, vectors + 32 * j + 4 * l, 4);
   }
 }
 

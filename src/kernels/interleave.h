@@ -1,5 +1,5 @@
-// Q4_0, Q8_0, I8 and Q4_K rows interleaved in groups of 8 (WeightLayout::Interleaved8), the layout their kernels
-// read.
+// Q4_0, Q8_0, I8, Q4_K and Q6_K rows interleaved in groups of 8 (WeightLayout::Interleaved8), the layout their
+// kernels read.
 //
 // Row by row, a block dot product ends each 32-value block with a horizontal problem: the block's integer sum
 // sits in 8 lanes and needs its own scale conversion and multiply. With 8 rows interleaved, one register holds
@@ -15,6 +15,9 @@
 //   Q4_K (256 values): the whole 144-byte block in 36 vectors, byte 4l + i of Vj is byte 4j + i of row l's
 //                block: V0 holds each row's fp16 d and dmin, V1..V3 its 12 packed scale bytes, V(4+8k+u) bytes
 //                4u..4u+3 of its k-th 32 quant bytes (low nibbles: sub-block 2k, high nibbles: 2k + 1).
+//   Q6_K (256 values): bytes 0..15 the 8 rows' fp16 d (the last 2 bytes of a row's block); then the other 208
+//                bytes in 52 vectors, byte 4l + i of Vj is byte 4j + i of row l's block: V0..V31 its ql,
+//                V32..V47 its qh, V48..V51 its 16 int8 scales.
 // The bytes are the file's bytes, moved: rewriting in place keeps the memory footprint.
 #pragma once
 
@@ -26,11 +29,11 @@ namespace tessera {
 
 constexpr int kInterleaveRows = 8;
 
-// Whether w can take the Interleaved8 layout: Q4_0, Q8_0, I8 (without LLM.int8() outliers) or Q4_K in the Rows
-// layout, a multiple of 8 rows of whole blocks.
+// Whether w can take the Interleaved8 layout: Q4_0, Q8_0, I8 (without LLM.int8() outliers), Q4_K or Q6_K in the
+// Rows layout, a multiple of 8 rows of whole blocks.
 bool can_interleave(const WeightMatrix& w);
 
-// Rewrites the matrix at data (n_out rows of `type`, Q4_0, Q8_0, I8 or Q4_K, n_out a multiple of 8) into
+// Rewrites the matrix at data (n_out rows of `type`, one of can_interleave's types, n_out a multiple of 8) into
 // Interleaved8.
 void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in);
 

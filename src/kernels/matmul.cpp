@@ -43,6 +43,7 @@ bool kernel_type(const WeightMatrix& w, KernelType* out) {
       case TensorType::Q8_0: *out = KernelType::Q8_0x8; return true;
       case TensorType::I8: *out = KernelType::I8x8; return true;
       case TensorType::Q4_K: *out = KernelType::Q4_Kx8; return true;
+      case TensorType::Q6_K: *out = KernelType::Q6_Kx8; return true;
       default: return false;
     }
   }

@@ -261,25 +261,44 @@ inline __m256i broadcast32(const void* p) {
 // An empty asm that "may change" the accumulator pins the chain in the order written.
 inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 
+// Block b of an interleaved group of 8 rows, with the bytes kPrefetchBytes further on requested.
+TESSERA_INLINE inline const uint8_t* group_block(const MatmulArgs& a, int64_t group, int64_t b, int block_bytes) {
+  const uint8_t* blk = a.w + static_cast<size_t>(group) * 8 * a.row_bytes + b * block_bytes;
+  for (int line = 0; line < block_bytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+  return blk;
+}
+
+// Token t0 + t's quantized activations, for t < NT: the pointers every interleaved tile starts from.
+template <int NT>
+struct TileActs {
+  const int8_t* q[NT];
+  const int8_t* q_abs[NT];
+  const float* scale[NT];      // one per 32-value block
+  const float* block_sum[NT];  // one per 32-value block
+  const int16_t* sum16[NT];    // one per 16 values
+
+  TESSERA_INLINE TileActs(const MatmulArgs& a, int64_t t0) {
+    const int64_t nb = a.n_in / 32;
+    static_for<NT>([&](auto t) {
+      q[t] = a.xq.q + (t0 + t) * a.n_in;
+      q_abs[t] = a.xq.q_abs + (t0 + t) * a.n_in;
+      scale[t] = a.xq.scale + (t0 + t) * nb;
+      block_sum[t] = a.xq.block_sum + (t0 + t) * nb;
+      sum16[t] = a.xq.sum16 + (t0 + t) * nb * 2;
+    });
+  }
+};
+
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 144;  // 8 fp16 scales + 4 × 32 nibble bytes
   const int64_t nb = a.n_in / 32;
-  const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
   const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), eights = _mm256_set1_epi16(8);
+  const TileActs<NT> x(a, t0);
   __m256 acc[NT];
-  const int8_t* xq[NT];
-  const float* xd[NT];
-  const int16_t* xs[NT];
-  static_for<NT>([&](auto t) {
-    acc[t] = _mm256_setzero_ps();
-    xq[t] = a.xq.q + (t0 + t) * a.n_in;
-    xd[t] = a.xq.scale + (t0 + t) * nb;
-    xs[t] = a.xq.sum16 + (t0 + t) * nb * 2;
-  });
+  static_for<NT>([&](auto t) { acc[t] = _mm256_setzero_ps(); });
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBlockBytes;
-    for (int line = 0; line < kBlockBytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+    const uint8_t* blk = group_block(a, group, b, kBlockBytes);
     __m256i s16[NT];
     static_for<NT>([&](auto t) { s16[t] = _mm256_setzero_si256(); });
     static_for<4>([&](auto j) {
@@ -287,17 +306,17 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
       const __m256i lo = _mm256_and_si256(p, low4);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
       static_for<NT>([&](auto t) {
-        const int8_t* x = xq[t] + b * 32;
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast32(x + 4 * j)));
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast32(x + 16 + 4 * j)));
+        const int8_t* xb = x.q[t] + b * 32;
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast32(xb + 4 * j)));
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast32(xb + 16 + 4 * j)));
         keep_in_register(s16[t]);
       });
     });
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
     static_for<NT>([&](auto t) {
-      const __m256i offset = _mm256_madd_epi16(broadcast32(xs[t] + 2 * b), eights);
+      const __m256i offset = _mm256_madd_epi16(broadcast32(x.sum16[t] + 2 * b), eights);
       const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(s16[t], ones), offset);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[t] + b)), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_broadcast_ss(x.scale[t] + b)), acc[t]);
     });
   }
   static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
@@ -333,29 +352,21 @@ template <int NT>
 __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 272;  // 8 fp16 scales + 8 × 32 bytes
   const int64_t nb = a.n_in / 32;
-  const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
+  const TileActs<NT> x(a, t0);
   __m256 acc[NT];
-  const int8_t* xq[NT];
-  const int8_t* xa[NT];
-  const float* xd[NT];
-  static_for<NT>([&](auto t) {
-    acc[t] = _mm256_setzero_ps();
-    xq[t] = a.xq.q + (t0 + t) * a.n_in;
-    xa[t] = a.xq.q_abs + (t0 + t) * a.n_in;
-    xd[t] = a.xq.scale + (t0 + t) * nb;
-  });
+  static_for<NT>([&](auto t) { acc[t] = _mm256_setzero_ps(); });
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBlockBytes;
-    for (int line = 0; line < kBlockBytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+    const uint8_t* blk = group_block(a, group, b, kBlockBytes);
     __m256i s32[NT];
     static_for<NT>([&](auto t) { s32[t] = _mm256_setzero_si256(); });
     static_for<8>([&](auto j) {
       const __m256i v = _mm256_loadu_si256((const __m256i*)(blk + 16 + 32 * j));
-      s32_products<NT>(v, xq, xa, b * 32 + 4 * j, s32);
+      s32_products<NT>(v, x.q, x.q_abs, b * 32 + 4 * j, s32);
     });
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
     static_for<NT>([&](auto t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[t] + b)), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(x.scale[t] + b)),
+                               acc[t]);
     });
   }
   static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
@@ -368,21 +379,14 @@ template <int NT>
 __attribute__((noinline, flatten)) void tile_i8x8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 256;  // 8 rows × 32 values
   const int64_t nb = a.n_in / 32;
-  const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
+  const TileActs<NT> x(a, t0);
   __m256i s32[NT];
-  const int8_t* xq[NT];
-  const int8_t* xa[NT];
-  static_for<NT>([&](auto t) {
-    s32[t] = _mm256_setzero_si256();
-    xq[t] = a.xq.q + (t0 + t) * a.n_in;
-    xa[t] = a.xq.q_abs + (t0 + t) * a.n_in;
-  });
+  static_for<NT>([&](auto t) { s32[t] = _mm256_setzero_si256(); });
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBlockBytes;
-    for (int line = 0; line < kBlockBytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+    const uint8_t* blk = group_block(a, group, b, kBlockBytes);
     static_for<8>([&](auto j) {
       const __m256i v = _mm256_loadu_si256((const __m256i*)(blk + 32 * j));
-      s32_products<NT>(v, xq, xa, b * 32 + 4 * j, s32);
+      s32_products<NT>(v, x.q, x.q_abs, b * 32 + 4 * j, s32);
     });
   }
   const __m256 row_scales = _mm256_loadu_ps(a.row_scales + group * 8);
@@ -429,22 +433,13 @@ TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], fl
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
-  const int64_t nsb = a.n_in / 256, nb = a.n_in / 32;
-  const uint8_t* w = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
+  const int64_t nsb = a.n_in / 256;
   const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const TileActs<NT> x(a, t0);
   __m256 acc[NT];
-  const int8_t* xq[NT];
-  const float* xd[NT];
-  const float* xs[NT];
-  static_for<NT>([&](auto t) {
-    acc[t] = _mm256_setzero_ps();
-    xq[t] = a.xq.q + (t0 + t) * a.n_in;
-    xd[t] = a.xq.scale + (t0 + t) * nb;
-    xs[t] = a.xq.block_sum + (t0 + t) * nb;
-  });
+  static_for<NT>([&](auto t) { acc[t] = _mm256_setzero_ps(); });
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = w + sb * kBlockBytes;
-    for (int line = 0; line < kBlockBytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+    const uint8_t* blk = group_block(a, group, sb, kBlockBytes);
     alignas(32) float dsc[8][8], dmn[8][8];
     q4_kx8_scales(blk, dsc, dmn);
     static_for<8>([&](auto j) {
@@ -456,7 +451,7 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
         const __m256i p = _mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * (8 * chunk + u)));
         const __m256i q = high ? _mm256_and_si256(_mm256_srli_epi16(p, 4), low4) : _mm256_and_si256(p, low4);
         static_for<NT>([&](auto t) {
-          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, broadcast32(xq[t] + sb * 256 + 32 * j + 4 * u)));
+          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u)));
           keep_in_register(s16[t]);
         });
       });
@@ -464,8 +459,84 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
       const int64_t b = sb * 8 + j;
       static_for<NT>([&](auto t) {
         const __m256 qx = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[t], ones));
-        acc[t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(xd[t] + b)), acc[t]);
-        acc[t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(xs[t] + b), acc[t]);
+        acc[t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[t]);
+      });
+    });
+  }
+  static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
+}
+
+// Q6_Kx8 (kernels/interleave.h), one group of 8 rows for NT tokens. value = d·sc_j·(q − 32) per 16-value
+// sub-block j, q in [0, 63] from a ql nibble and two qh bits. Vector (quarter Q, unit u) of half n holds values
+// 128n + 32Q + 4u..+3 of the 8 rows: ql unit 16n + 8(Q % 2) + u (nibble Q / 2) and qh unit 8n + u (bits 2Q,
+// 2Q + 1), so activation block b = 4n + Q holds sub-blocks 2b and 2b + 1. Per block and token: two vpmaddubsw
+// add in int16 (at most 2·2·63·127 = 32004), vpmaddwd by the sub-block's scale widens them; the −32 offset is
+// 32·Σ sc_j·(Σx over sub-block j) from the activations' 16-value sums, all exact in int32; one conversion and
+// one FMA per block. The same operations for every token whatever NT is (batch invariance).
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 1680;  // 8 fp16 d, then 52 vectors: 32 of ql, 16 of qh, 4 of scales
+  const int64_t nsb = a.n_in / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+  // Each 32-bit lane's low int16 copied to its high one: a row's scale for both halves of a vpmaddwd pair.
+  const __m256i dup16 = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                         0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+  const TileActs<NT> x(a, t0);
+  __m256 acc[NT];
+  static_for<NT>([&](auto t) { acc[t] = _mm256_setzero_ps(); });
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = group_block(a, group, sb, kBlockBytes);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
+    const uint8_t* ql = blk + 16;
+    const uint8_t* qh = ql + 32 * 32;
+    const uint8_t* scales = qh + 16 * 32;
+    // Per sub-block j: the 8 rows' scales sign-extended to int32 (lane l = row l), as (sc, sc) int16 pairs for
+    // the products, and per block b as (sc_2b, sc_2b+1) pairs for the offset.
+    alignas(32) __m256i sc_pair[16], offset_pair[8];
+    static_for<4>([&](auto k) {
+      const __m256i v = _mm256_loadu_si256((const __m256i*)(scales + 32 * k));
+      __m256i sc32[4];
+      static_for<4>([&](auto i) { sc32[i] = _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * i), 24); });
+      static_for<4>([&](auto i) { sc_pair[4 * k + i] = _mm256_shuffle_epi8(sc32[i], dup16); });
+      static_for<2>([&](auto i) {
+        offset_pair[2 * k + i] =
+            _mm256_blend_epi16(sc32[2 * i], _mm256_slli_epi32(sc32[2 * i + 1], 16), 0xaa);
+      });
+    });
+    static_for<8>([&](auto bi) {
+      constexpr int b = decltype(bi)::value, n = b / 4, quarter = b % 4;
+      __m256i s32[NT];
+      static_for<NT>([&](auto t) { s32[t] = _mm256_setzero_si256(); });
+      static_for<4>([&](auto up) {  // unit pairs: sub-block 2b for pairs 0-1, 2b + 1 for pairs 2-3
+        __m256i q[2];
+        static_for<2>([&](auto i) {
+          constexpr int u = 2 * decltype(up)::value + decltype(i)::value;
+          const __m256i l = _mm256_loadu_si256((const __m256i*)(ql + 32 * (16 * n + 8 * (quarter % 2) + u)));
+          const __m256i h = _mm256_loadu_si256((const __m256i*)(qh + 32 * (8 * n + u)));
+          const __m256i lo = quarter < 2 ? _mm256_and_si256(l, low4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+          __m256i hb;
+          if constexpr (quarter == 0) hb = _mm256_slli_epi16(h, 4);
+          if constexpr (quarter == 1) hb = _mm256_slli_epi16(h, 2);
+          if constexpr (quarter == 2) hb = h;
+          if constexpr (quarter == 3) hb = _mm256_srli_epi16(h, 2);
+          q[i] = _mm256_or_si256(lo, _mm256_and_si256(hb, bits45));
+        });
+        const __m256i sc = sc_pair[2 * b + decltype(up)::value / 2];
+        static_for<NT>([&](auto t) {
+          const int8_t* xu = x.q[t] + sb * 256 + 32 * b + 8 * decltype(up)::value;
+          const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0], broadcast32(xu)),
+                                               _mm256_maddubs_epi16(q[1], broadcast32(xu + 4)));
+          s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(s16, sc));
+          keep_in_register(s32[t]);
+        });
+      });
+      const int64_t blk32 = sb * 8 + b;
+      static_for<NT>([&](auto t) {
+        const __m256i offset = _mm256_madd_epi16(offset_pair[b], broadcast32(x.sum16[t] + 2 * blk32));
+        const __m256i sum = _mm256_sub_epi32(s32[t], _mm256_slli_epi32(offset, 5));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(d, _mm256_broadcast_ss(x.scale[t] + blk32)),
+                                 acc[t]);
       });
     });
   }
@@ -475,8 +546,8 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
 // Q8_0x8 and I8x8 take 8 tokens a tile: each weight vector's |w| is computed once for all of them, and the 8
 // int32 accumulators (8 more fp32 ones for Q8_0, which GCC spills once a block) still leave registers for the
 // weights. 1-core, in-cache 512-token products ran 7 % faster than with 4-token tiles (Q8_0 112 → 119 GOP/s,
-// I8 126 → 133). Q4_0x8 and Q4_Kx8 keep 4: their int16 and fp32 accumulators and nibble masks would not fit
-// with 8.
+// I8 126 → 133). The 4-bit and 6-bit kinds keep 4: their int16 and fp32 accumulators and bit masks would not
+// fit with 8.
 constexpr int kWideTileTokens = 8;
 
 inline bool takes_wide_tiles(KernelType type) { return type == KernelType::Q8_0x8 || type == KernelType::I8x8; }
@@ -487,6 +558,7 @@ void tile_interleaved(const MatmulArgs& a, int64_t t0, int64_t group) {
   if (a.type == KernelType::I8x8) return tile_i8x8<NT>(a, t0, group);
   if constexpr (NT <= kTileTokens) {
     if (a.type == KernelType::Q4_Kx8) return tile_q4_kx8<NT>(a, t0, group);
+    if (a.type == KernelType::Q6_Kx8) return tile_q6_kx8<NT>(a, t0, group);
     tile_q4_0x8<NT>(a, t0, group);
   }
 }
@@ -821,7 +893,8 @@ void tile(const TileCtx& c) {
     case KernelType::Q4_0x8:
     case KernelType::Q8_0x8:
     case KernelType::I8x8:
-    case KernelType::Q4_Kx8: return;  // interleaved_rows
+    case KernelType::Q4_Kx8:
+    case KernelType::Q6_Kx8: return;  // interleaved_rows
   }
 }
 
@@ -844,7 +917,7 @@ inline int block32_bytes(KernelType type) {
 
 void matmul_rows_impl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.type == KernelType::Q4_0x8 || a.type == KernelType::Q8_0x8 || a.type == KernelType::I8x8 ||
-      a.type == KernelType::Q4_Kx8) {
+      a.type == KernelType::Q4_Kx8 || a.type == KernelType::Q6_Kx8) {
     return interleaved_rows(a, row_begin, row_end);
   }
   // Rows are taken in chunks whose weights stay in L1/L2 while every token tile passes over them: the weights

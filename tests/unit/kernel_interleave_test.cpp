@@ -1,5 +1,6 @@
-// Q4_0, Q8_0, I8 and Q4_K rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every byte,
-// rows read back exactly, and the interleaved kernels meet the reference bound and the batch-invariance contract.
+// Q4_0, Q8_0, I8, Q4_K and Q6_K rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every
+// byte, rows read back exactly, and the interleaved kernels meet the reference bound and the batch-invariance
+// contract.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,8 +29,8 @@ struct Interleaved {
   WeightMatrix view;
 };
 
-// Values per block: a super-block for Q4_K, 32 for the others.
-int64_t block_values(TensorType type) { return type == TensorType::Q4_K ? 256 : 32; }
+// Values per block: a super-block for the K-quants, 32 for the others.
+int64_t block_values(TensorType type) { return type == TensorType::Q4_K || type == TensorType::Q6_K ? 256 : 32; }
 
 Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint32_t seed) {
   Interleaved m{make_weights(type, n_out, n_in, seed), {}, {}};
@@ -41,14 +42,14 @@ Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint3
   return m;
 }
 
-TEST(Interleave, OnlyWholeGroupsOfQ4_0Q8_0I8OrQ4_KRows) {
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K}) {
+TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K, TensorType::Q6_K}) {
     const int64_t n_in = 2 * block_values(type);
     EXPECT_TRUE(can_interleave(make_weights(type, 16, n_in, 1).view)) << tensor_type_name(type);
     EXPECT_FALSE(can_interleave(make_weights(type, 12, n_in, 1).view)) << tensor_type_name(type);
     EXPECT_FALSE(can_interleave(make_interleaved(type, 16, n_in, 1).view)) << "already interleaved";
   }
-  for (TensorType type : {TensorType::Q6_K, TensorType::F16}) {
+  for (TensorType type : {TensorType::F16, TensorType::BF16}) {
     EXPECT_FALSE(can_interleave(make_weights(type, 16, 256, 1).view)) << tensor_type_name(type);
   }
   EXPECT_FALSE(can_interleave(make_weights(TensorType::I8, 16, 72, 1).view));  // rows not whole blocks of 32
@@ -81,7 +82,7 @@ TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
 // At every ISA level: within the reference bound, and each token's outputs bit-identical alone or in any batch,
 // with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
 TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
-  const int64_t n_in = GetParam() == TensorType::Q4_K ? 256 * 5 : 32 * 21, n_out = 8 * 37, n_max = 13;
+  const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 5 : 32 * 21, n_out = 8 * 37, n_max = 13;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 5);
   auto x = random_floats(size_t(n_max * n_in), 6);
   for (int64_t t = 0; t < n_max; ++t)
@@ -116,7 +117,7 @@ TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
 // batch of 30 ends with a block of 6 in tiles narrower than the others; every token still gets the bits it gets
 // alone.
 TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
-  const int64_t n_in = 32 * 200, n_out = 16, n_tokens = 30;  // 25 Q4_K super-blocks
+  const int64_t n_in = 32 * 200, n_out = 16, n_tokens = 30;  // 25 K-quant super-blocks
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 15);
   const auto x = random_floats(size_t(n_tokens * n_in), 16);
   ThreadPool one(1), two(2);
@@ -158,27 +159,32 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
   }
 }
 
-// A Q4_K_M file's attention: Q4_K q and k interleaved beside a Q6_K v in the row layout, one activation format.
-TEST(Interleave, KQuantSetSharesInputWithRowLayoutQ6_K) {
+// A Q4_K_M file's attention: Q4_K q and k beside a Q6_K v, one activation format; and a set with a Q6_K matrix
+// left in the row layout.
+TEST(Interleave, KQuantSetsShareOneInput) {
   const int64_t n_in = 256 * 3;
   const Interleaved q = make_interleaved(TensorType::Q4_K, 32, n_in, 17);
   const Interleaved k = make_interleaved(TensorType::Q4_K, 8, n_in, 18);
-  const auto v = make_weights(TensorType::Q6_K, 8, n_in, 19);
-  const std::vector<const WeightMatrix*> set = {&q.view, &k.view, &v.view};
+  const Interleaved v = make_interleaved(TensorType::Q6_K, 8, n_in, 19);
+  const auto v_rows = make_weights(TensorType::Q6_K, 16, n_in, 22);
+  const std::vector<std::vector<const WeightMatrix*>> sets = {{&q.view, &k.view, &v.view},
+                                                              {&q.view, &v_rows.view, &v.view}};
   for (const Isa isa : kernel_isas()) {
     if (isa > detected_isa()) continue;
     for (const int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
       for (const int64_t n_tokens : {1, 5, 9}) {
         const auto x = random_floats(size_t(n_tokens * n_in), 20 + uint32_t(n_tokens));
-        testing::expect_shared_input_equals_separate(set, x, n_tokens, pool, isa, "q4_k set");
+        for (size_t s = 0; s < sets.size(); ++s)
+          testing::expect_shared_input_equals_separate(sets[s], x, n_tokens, pool, isa, "k-quant set " + std::to_string(s));
       }
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveType,
-                         ::testing::Values(TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K),
+                         ::testing::Values(TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K,
+                                           TensorType::Q6_K),
                          [](const auto& info) { return std::string(tensor_type_name(info.param)); });
 
 }  // namespace
