@@ -407,8 +407,9 @@ TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], fl
   const __m256i a = _mm256_loadu_si256((const __m256i*)(blk + 32));
   const __m256i b = _mm256_loadu_si256((const __m256i*)(blk + 64));
   const __m256i c = _mm256_loadu_si256((const __m256i*)(blk + 96));
-  const __m256i split = _mm256_shuffle_epi8(pairs, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
-                                                                    0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  const __m256i d_then_dmin = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                                0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i split = _mm256_shuffle_epi8(pairs, d_then_dmin);
   const __m256i ordered = _mm256_permute4x64_epi64(split, 0xd8);  // d0-3, d4-7, dmin0-3, dmin4-7
   const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
   const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
@@ -432,7 +433,8 @@ TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], fl
 // sub-block j is then Q4_0x8's scheme: 8 vectors of its nibbles (values 4u..4u+3 of the 8 rows) times those 4
 // activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480), widened once, and finished with one
 // FMA for the q·x part and one for the min part (the activations' block sum). The same operations for every
-// token whatever NT is (batch invariance).
+// token whatever NT is (batch invariance). Its lambdas, and Q6_Kx8's, are marked always-inline: with bodies this
+// large `flatten` alone left Q6_Kx8's block loop out of line at 3-4 tokens, its accumulators in memory.
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
@@ -573,7 +575,8 @@ void tile_interleaved(const MatmulArgs& a, int64_t t0, int64_t group) {
 // once per block, from L3 for a matrix that fits there. Tiles give the same bits wherever they start.
 void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const bool wide = takes_wide_tiles(a.type);
-  const int64_t block = std::max<int64_t>(kWideTileTokens, (192 << 10) / (2 * a.n_in) / kWideTileTokens * kWideTileTokens);
+  const int64_t block =
+      std::max<int64_t>(kWideTileTokens, (192 << 10) / (2 * a.n_in) / kWideTileTokens * kWideTileTokens);
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
     for (int64_t g = row_begin / 8; g < row_end / 8; ++g) {

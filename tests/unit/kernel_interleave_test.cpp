@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,23 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
   }
 }
 
+// Each set of matrices in one matmul_shared_input call gives what separate calls give, at every ISA level, with
+// 1-3 threads, for each token count (inputs drawn from seed + n_tokens).
+void expect_sets_share_input(const std::vector<std::vector<const WeightMatrix*>>& sets, int64_t n_in,
+                             std::initializer_list<int64_t> token_counts, uint32_t seed, const std::string& label) {
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    for (const int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (const int64_t n_tokens : token_counts) {
+        const auto x = random_floats(size_t(n_tokens * n_in), seed + uint32_t(n_tokens));
+        for (size_t s = 0; s < sets.size(); ++s)
+          testing::expect_shared_input_equals_separate(sets[s], x, n_tokens, pool, isa, label + " " + std::to_string(s));
+      }
+    }
+  }
+}
+
 // Interleaved q, k, v share one quantization and parallel region with each other and with row-layout matrices
 // of the same activation format; a target whose rows are not whole groups sends the set down separate calls.
 TEST(Interleave, SharedInputEqualsSeparateCalls) {
@@ -142,21 +160,12 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
   const Interleaved i8 = make_interleaved(TensorType::I8, 32, n_in, 13);
   const auto i8_rows = make_weights(TensorType::I8, 8, n_in, 14);
   const auto q8 = make_weights(TensorType::Q8_0, 24, n_in, 9), odd = make_weights(TensorType::Q4_0, 13, n_in, 10);
-  const std::vector<std::vector<const WeightMatrix*>> sets = {
-      {&q.view, &k.view, &v.view}, {&q.view, &q8.view}, {&q.view, &odd.view, &k.view}, {&v.view, &v.view},
-      {&i8.view, &i8_rows.view, &i8.view}};
-  for (const Isa isa : kernel_isas()) {
-    if (isa > detected_isa()) continue;
-    for (const int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      for (size_t s = 0; s < sets.size(); ++s) {
-        for (const int64_t n_tokens : {1, 6}) {
-          const auto x = random_floats(size_t(n_tokens * n_in), 11 + uint32_t(n_tokens));
-          testing::expect_shared_input_equals_separate(sets[s], x, n_tokens, pool, isa, "set " + std::to_string(s));
-        }
-      }
-    }
-  }
+  expect_sets_share_input({{&q.view, &k.view, &v.view},
+                           {&q.view, &q8.view},
+                           {&q.view, &odd.view, &k.view},
+                           {&v.view, &v.view},
+                           {&i8.view, &i8_rows.view, &i8.view}},
+                          n_in, {1, 6}, 11, "set");
 }
 
 // A Q4_K_M file's attention: Q4_K q and k beside a Q6_K v, one activation format; and a set with a Q6_K matrix
@@ -167,19 +176,8 @@ TEST(Interleave, KQuantSetsShareOneInput) {
   const Interleaved k = make_interleaved(TensorType::Q4_K, 8, n_in, 18);
   const Interleaved v = make_interleaved(TensorType::Q6_K, 8, n_in, 19);
   const auto v_rows = make_weights(TensorType::Q6_K, 16, n_in, 22);
-  const std::vector<std::vector<const WeightMatrix*>> sets = {{&q.view, &k.view, &v.view},
-                                                              {&q.view, &v_rows.view, &v.view}};
-  for (const Isa isa : kernel_isas()) {
-    if (isa > detected_isa()) continue;
-    for (const int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      for (const int64_t n_tokens : {1, 5, 9}) {
-        const auto x = random_floats(size_t(n_tokens * n_in), 20 + uint32_t(n_tokens));
-        for (size_t s = 0; s < sets.size(); ++s)
-          testing::expect_shared_input_equals_separate(sets[s], x, n_tokens, pool, isa, "k-quant set " + std::to_string(s));
-      }
-    }
-  }
+  expect_sets_share_input({{&q.view, &k.view, &v.view}, {&q.view, &v_rows.view, &v.view}}, n_in, {1, 5, 9}, 20,
+                          "k-quant set");
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveType,
