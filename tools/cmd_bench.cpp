@@ -122,8 +122,9 @@ int bench(const BenchOptions& o) {
   const double int8_peak = measure_int8_peak_gops(pool, peak_reps);
   const double int8_product_peak = measure_int8_product_peak_gops(pool, peak_reps);
 
-  // Resident memory: an mmapped file's pages are counted in its mapping once read (after a warm-up step that
-  // reads every weight); an in-memory model's weights are anonymous memory from the moment they are built.
+  // Resident memory: an mmapped file's pages are counted in its mapping's address range once read (after a
+  // warm-up step that reads every weight), pages rewritten for the kernels included; weights built in memory
+  // (a preset, a converted folder) are anonymous memory from the moment they are built.
   const ProcessMemory before_load = read_process_memory();
   const LoadedModel loaded = load_bench_model(o, pool);
   const std::shared_ptr<Model>& model = loaded.model;
@@ -133,8 +134,9 @@ int bench(const BenchOptions& o) {
   const ProcessMemory after_load = read_process_memory();
   measure_decode(model, pool, 1, 1, 1, *kv_type);  // touches every weight once
   const ProcessMemory warm = read_process_memory();
-  const uint64_t resident_weights = o.model_path.empty() ? after_load.rss_anon - before_load.rss_anon
-                                                         : resident_bytes_of_file_mapping(o.model_path);
+  const gguf::File* file = model->file();
+  const uint64_t resident_weights = file != nullptr && file->is_mapped() ? resident_bytes_of_mapping(file->bytes())
+                                                                         : after_load.rss_anon - before_load.rss_anon;
 
   std::map<int64_t, ThroughputMeasurement> prefill, decode;
   for (int64_t n : kPrefillLengths) {

@@ -1,7 +1,8 @@
 // /proc/self/status parsing.
 #include "bench/process_memory.h"
 
-#include <filesystem>
+#include <cinttypes>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -22,22 +23,22 @@ ProcessMemory read_process_memory() {
   return m;
 }
 
-uint64_t resident_bytes_of_file_mapping(const std::string& path) {
-  std::error_code error;
-  const std::string target = std::filesystem::canonical(path, error).string();
-  if (error) return 0;
+uint64_t resident_bytes_of_mapping(std::span<const uint8_t> bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()), end = begin + bytes.size();
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
-  bool in_target = false;
+  bool in_range = false;
   uint64_t total = 0;
   while (std::getline(smaps, line)) {
-    // A mapping's header line: "start-end perms offset dev inode   pathname"; its fields follow as "Key: value".
+    // A mapping's header line: "start-end perms offset dev inode   pathname" (hex addresses); its fields
+    // follow as "Key:   value kB".
     const size_t colon = line.find(':');
     const bool is_field = colon != std::string::npos && line.find(' ') > colon;
     if (!is_field) {
-      const size_t slash = line.find('/');
-      in_target = slash != std::string::npos && line.compare(slash, std::string::npos, target) == 0;
-    } else if (in_target && line.compare(0, 4, "Rss:") == 0) {
+      uintptr_t vma_begin = 0, vma_end = 0;
+      in_range = std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &vma_begin, &vma_end) == 2 &&
+                 vma_begin < end && vma_end > begin;
+    } else if (in_range && line.compare(0, 4, "Rss:") == 0) {
       total += std::stoull(line.substr(4)) * 1024;
     }
   }

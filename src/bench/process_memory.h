@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace tessera {
@@ -16,8 +17,10 @@ struct ProcessMemory {
 // Zeros where the kernel does not report a field (or /proc is missing).
 ProcessMemory read_process_memory();
 
-// Resident bytes of this process's mappings of the file at `path` (/proc/self/smaps): exactly the pages of an
-// mmapped model that are in memory, without the executable's or other files' pages. 0 when not mapped.
-uint64_t resident_bytes_of_file_mapping(const std::string& path);
+// Resident bytes of this process's mappings that lie in [bytes.data(), bytes.data() + bytes.size()), from
+// /proc/self/smaps: for a mapped model file, exactly its pages in memory, those still the file's and those
+// rewritten for the kernels alike (copy-on-write pages, and the huge pages that replace whole 2 MiB stretches:
+// core/huge_pages.h), without the executable's, the heap's or other files' pages.
+uint64_t resident_bytes_of_mapping(std::span<const uint8_t> bytes);
 
 }  // namespace tessera

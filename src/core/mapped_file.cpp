@@ -10,8 +10,39 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 
 namespace tessera {
+namespace {
+
+uint8_t* round_up(uint8_t* p, size_t align) {
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + align - 1) / align * align);
+}
+
+// Maps `size` bytes of fd read-only at a 2 MiB-aligned address: reserves size + 2 MiB of address space, maps
+// the file over its aligned part and returns the slack on either side. MAP_FAILED when either map fails.
+void* map_aligned(int fd, size_t size) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t reserved_bytes = size + kHugePageBytes;
+  void* reserved = ::mmap(nullptr, reserved_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) return MAP_FAILED;
+  auto* begin = static_cast<uint8_t*>(reserved);
+  uint8_t* aligned = round_up(begin, kHugePageBytes);
+  void* p = ::mmap(aligned, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::munmap(reserved, reserved_bytes);
+    errno = err;
+    return MAP_FAILED;
+  }
+  uint8_t* mapped_end = round_up(aligned + size, page);
+  if (aligned > begin) ::munmap(begin, static_cast<size_t>(aligned - begin));
+  uint8_t* reserved_end = begin + reserved_bytes;
+  if (reserved_end > mapped_end) ::munmap(mapped_end, static_cast<size_t>(reserved_end - mapped_end));
+  return p;
+}
+
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -28,7 +59,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = map_aligned(fd, size_);
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
@@ -45,6 +76,7 @@ void MappedFile::rewrite_private(size_t offset, size_t n, const std::function<vo
   auto* base = const_cast<uint8_t*>(data_);
   uint8_t* first = base + offset / page * page;
   const size_t span = offset + n - static_cast<size_t>(first - base);
+  move_to_huge_pages(base + offset, n);
   if (::mprotect(first, span, PROT_READ | PROT_WRITE) != 0) {
     fail("cannot make '{}' writable in memory: {}", path_, std::strerror(errno));
   }

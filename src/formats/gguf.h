@@ -108,6 +108,8 @@ class File {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
+  std::span<const uint8_t> bytes() const { return bytes_; }  // the whole file as mapped (or as given)
+  bool is_mapped() const { return mapping_ != nullptr; }     // opened from disk (not from_memory/from_parts)
 
   const Metadata& metadata() const { return metadata_; }
   const Value* find(std::string_view key) const;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/memory_info.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
@@ -335,7 +336,7 @@ std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const Synthet
   std::unordered_map<std::string, size_t> index;
   for (const SyntheticTensor& t : plan.tensors) {
     const size_t n = (t.n_bytes() + 63) / 64 * 64;
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
+    uint8_t* p = allocate_for_streaming(n);
     if (p == nullptr) throw std::bad_alloc();
     storage->tensors.emplace_back(p);
     storage->row_scales.emplace_back(t.has_row_scales() ? size_t(t.n_rows) : 0);

@@ -206,7 +206,7 @@ TEST(SyntheticModel, WritesLoadsAndRunsEveryType) {
       const GenerationResult r = g.generate(model->tokenizer().encode("Once upon a time", true), greedy);
       EXPECT_EQ(r.tokens.size(), 4u);
       // Every weight has been read: the mapping is resident, and never more than the file.
-      const uint64_t resident = resident_bytes_of_file_mapping(file.path);
+      const uint64_t resident = resident_bytes_of_mapping(model->file()->bytes());
       EXPECT_GE(resident, tensor_bytes / 2);
       EXPECT_LE(resident, (model->file()->file_size() + 4095) / 4096 * 4096);
 
@@ -241,7 +241,7 @@ TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
                 p.tied_output ? WeightLayout::Interleaved8 : WeightLayout::Rows);  // only looked up unless tied
       const std::vector<float> a = logits_of(model, prompt);
       // The rewritten pages replaced the file's pages in the mapping: resident no more than the file.
-      EXPECT_LE(resident_bytes_of_file_mapping(file.path), (model->file()->file_size() + 4095) / 4096 * 4096);
+      EXPECT_LE(resident_bytes_of_mapping(model->file()->bytes()), (model->file()->file_size() + 4095) / 4096 * 4096);
       EXPECT_EQ(read_file(file.path), before);  // while mapped and rewritten
 
       const auto plain = Model::load(file.path, LoadOptions{.interleave_rows = false});
