@@ -39,8 +39,9 @@ struct LoadOptions {
   // LLM.int8()-style outliers for INT8 (I8) weights: per token, activations with |x| above this are multiplied
   // in fp32 (kernels/int8_outliers.h); 0 = off. No effect on other weight types.
   float int8_threshold = 0.0f;
-  // Q4_0, Q8_0 and I8 matrices of a GGUF file loaded from disk are rewritten, in this process's private copy of
-  // their pages, into the layout their kernels read fastest (kernels/interleave.h); the file is not changed.
+  // Q4_0, Q8_0, I8, Q4_K and Q6_K matrices of a GGUF file loaded from disk are rewritten, in this process's
+  // private copy of their pages, into the layout their kernels read fastest (kernels/interleave.h); the file is
+  // not changed. Their whole 2 MiB stretches move to huge pages on the way (MappedFile::rewrite_private).
   bool interleave_rows = true;
 };
 
