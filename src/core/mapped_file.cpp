@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -74,14 +75,22 @@ void MappedFile::rewrite_private(size_t offset, size_t n, const std::function<vo
   if (offset > size_ || n > size_ - offset) fail("'{}': rewrite of bytes past the end of the mapping", path_);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   auto* base = const_cast<uint8_t*>(data_);
-  uint8_t* first = base + offset / page * page;
-  const size_t span = offset + n - static_cast<size_t>(first - base);
-  move_to_huge_pages(base + offset, n);
+  // The protection changes cover whole 2 MiB pages (within the mapping): changing part of a huge page would
+  // split it into 4 KiB pages (use_huge_pages).
+  const size_t mapped = (size_ + page - 1) / page * page;
+  uint8_t* first = base + offset / kHugePageBytes * kHugePageBytes;
+  const size_t span = std::min(mapped, (offset + n + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes) -
+                      static_cast<size_t>(first - base);
   if (::mprotect(first, span, PROT_READ | PROT_WRITE) != 0) {
     fail("cannot make '{}' writable in memory: {}", path_, std::strerror(errno));
   }
   fn(base + offset);
   ::mprotect(first, span, PROT_READ);  // should this fail, the pages merely stay writable
+}
+
+void MappedFile::use_huge_pages(size_t offset, size_t n) {
+  if (offset > size_ || n > size_ - offset) fail("'{}': huge pages for bytes past the end of the mapping", path_);
+  move_to_huge_pages(const_cast<uint8_t*>(data_) + offset, n);
 }
 
 MappedFile::~MappedFile() {

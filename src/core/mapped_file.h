@@ -22,10 +22,13 @@ class MappedFile {
   // Runs fn on a writable view of bytes [offset, offset + n). The mapping is private copy-on-write: each page
   // written becomes this process's own copy in place of the page-cache page (the resident size does not grow),
   // and the file on disk never changes. The pages are read-only again when fn returns.
-  // The whole 2 MiB pages inside the range first move to anonymous memory that asks for huge pages
-  // (core/huge_pages.h): the range holds weights rewritten for the kernels, which stream them every token. The
-  // file is mapped at a 2 MiB boundary, so that file offsets and huge pages line up.
   void rewrite_private(size_t offset, size_t n, const std::function<void(uint8_t*)>& fn);
+
+  // Moves the whole 2 MiB pages inside bytes [offset, offset + n) to this process's anonymous memory backed by
+  // huge pages (core/huge_pages.h), same bytes at the same addresses: for ranges the kernels stream every token
+  // and that are rewritten anyway (private pages either way). The file is mapped at a 2 MiB boundary, so that
+  // file offsets and huge pages line up.
+  void use_huge_pages(size_t offset, size_t n);
   const std::string& path() const { return path_; }
 
  private:

@@ -235,6 +235,12 @@ bool File::rewrite_private(const uint8_t* p, size_t n, const std::function<void(
   return true;
 }
 
+void File::use_huge_pages(const uint8_t* p, size_t n) {
+  if (mapping_ == nullptr) return;
+  TESSERA_CHECK(p >= bytes_.data() && n <= bytes_.size() && size_t(p - bytes_.data()) <= bytes_.size() - n);
+  mapping_->use_huge_pages(size_t(p - bytes_.data()), n);
+}
+
 std::shared_ptr<File> File::from_memory(std::span<const uint8_t> bytes, std::string name) {
   std::shared_ptr<File> file(new File());
   file->name_ = std::move(name);

@@ -129,6 +129,9 @@ class File {
   // process's private copy of the mapping (MappedFile::rewrite_private), and returns true. Other files
   // (from_memory, from_parts) are not this object's to change: returns false without running fn.
   bool rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn);
+  // Files opened from disk: MappedFile::use_huge_pages for the n bytes at p (inside the file's bytes); a no-op
+  // for other files.
+  void use_huge_pages(const uint8_t* p, size_t n);
   const TensorInfo* find_tensor(std::string_view name) const;
 
  private:

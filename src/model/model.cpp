@@ -2,12 +2,16 @@
 // checking every shape and type so that a bad file fails here with a clear message, not in a kernel.
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/huge_pages.h"
 #include "kernels/int8_outliers.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
@@ -288,6 +292,26 @@ void for_each_linear(Weights& w, F&& f) {
     for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) f(*m);
 }
 
+// The bytes of the matrices interleave_weights rewrites, in address order, merged where less than a huge page
+// apart. Only whole 2 MiB pages inside a range can move to huge pages; merged, the pages that straddle two
+// matrices (and the norms between them) move too, not just each matrix's interior.
+std::vector<std::pair<const uint8_t*, const uint8_t*>> interleaved_spans(const ModelWeights& w) {
+  std::vector<std::pair<const uint8_t*, const uint8_t*>> spans;
+  for_each_linear(w, [&](const WeightMatrix& m) {
+    if (can_interleave(m)) spans.emplace_back(m.data, m.data + size_t(m.n_out) * m.row_bytes);
+  });
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::pair<const uint8_t*, const uint8_t*>> merged;
+  for (const auto& span : spans) {
+    if (!merged.empty() && span.first < merged.back().second + kHugePageBytes) {
+      merged.back().second = std::max(merged.back().second, span.second);  // also a second view (tied output)
+    } else {
+      merged.push_back(span);
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
 void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite) {
@@ -309,6 +333,9 @@ void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite) {
 void Model::apply(const LoadOptions& options) {
   check_int8_threshold(options.int8_threshold);
   if (options.interleave_rows && file_ != nullptr) {
+    for (const auto& [begin, end] : interleaved_spans(weights_)) {
+      file_->use_huge_pages(begin, size_t(end - begin));
+    }
     interleave_weights(weights_, [&](const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn) {
       return file_->rewrite_private(data, n, fn);
     });

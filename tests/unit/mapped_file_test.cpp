@@ -1,7 +1,7 @@
-// MappedFile: the mapping starts at a 2 MiB boundary, and rewrite_private changes only this process's view. A
-// range spanning whole 2 MiB pages has them moved to anonymous memory (core/huge_pages.h) at the same
-// addresses: the bytes, the pointers and the file on disk stay as they were, the rewrite lands everywhere in
-// the range, and the resident size of the mapping's range does not exceed the file.
+// MappedFile: the mapping starts at a 2 MiB boundary, and rewrite_private changes only this process's view.
+// use_huge_pages moves a range's whole 2 MiB pages to anonymous memory (core/huge_pages.h) at the same
+// addresses: the bytes, the pointers and the file on disk stay as they were, a rewrite lands everywhere in the
+// range, and the resident size of the mapping's range does not exceed the file.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,15 +69,18 @@ TEST(MappedFile, MapsAtHugePageBoundary) {
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), mapped.bytes().begin()));
 }
 
-TEST(MappedFile, RewriteMovesWholeHugePagesAndKeepsTheFile) {
-  // 7 MiB + a bit; the rewritten range starts and ends inside 2 MiB pages, so it has a partial head, whole
-  // huge pages in the middle, and a partial tail.
+TEST(MappedFile, HugePagesKeepBytesAddressesAndTheFile) {
+  // 7 MiB + a bit; the range starts and ends inside 2 MiB pages, so it has a partial head, whole huge pages in
+  // the middle, and a partial tail.
   const size_t n = (size_t{7} << 20) + 12345;
   const std::vector<uint8_t> bytes = pattern(n);
   TempFile file("mapped_large", bytes);
   MappedFile mapped(file.path);
   const uint8_t* base = mapped.bytes().data();
   const size_t offset = 1000, length = n - 3000;
+  mapped.use_huge_pages(offset, length);
+  EXPECT_EQ(mapped.bytes().data(), base);
+  EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), base));
   mapped.rewrite_private(offset, length, [&](uint8_t* p) {
     EXPECT_EQ(p, base + offset);
     // The view holds the file's bytes when fn runs, also in the moved pages.
@@ -99,13 +102,14 @@ TEST(MappedFile, RewriteMovesWholeHugePagesAndKeepsTheFile) {
   EXPECT_LE(resident_bytes_of_mapping(mapped.bytes()), (n + 4095) / 4096 * 4096);
 }
 
-TEST(MappedFile, RewriteSmallerThanAHugePageStaysCopyOnWrite) {
+TEST(MappedFile, RangeWithoutAWholeHugePageStaysCopyOnWrite) {
   const size_t n = size_t{3} << 20;
   const std::vector<uint8_t> bytes = pattern(n);
   TempFile file("mapped_cow", bytes);
   MappedFile mapped(file.path);
   const uint8_t* base = mapped.bytes().data();
   // 1 MiB inside the first huge page: no whole 2 MiB page to move.
+  mapped.use_huge_pages(4096, size_t{1} << 20);
   mapped.rewrite_private(4096, size_t{1} << 20, [](uint8_t* p) { p[0] = static_cast<uint8_t>(p[0] + 1); });
   EXPECT_EQ(base[4096], static_cast<uint8_t>(bytes[4096] + 1));
   EXPECT_FALSE(is_anonymous_mapping_at(base + 4096));
