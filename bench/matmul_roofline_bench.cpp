@@ -6,6 +6,7 @@
 // Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
 // TESSERA_BENCH_THREADS=1 times one thread by its CPU time, the steadier number on a busy machine.
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,11 +14,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/huge_pages.h"
 #include "core/tensor_type.h"
 #include "core/thread_pool.h"
 #include "kernels/interleave.h"
@@ -104,7 +107,7 @@ double int8_peak_gops(ThreadPool& pool, int reps) {
 // Copies of the matrix, used in turn, so each call reads weights from memory, not from the 32 MiB L3.
 struct Weights {
   std::string name;
-  std::vector<uint8_t> data;
+  std::unique_ptr<uint8_t, decltype(&std::free)> data{nullptr, &std::free};
   std::vector<float> scales;
   std::vector<uint16_t> group_params;  // INT4: per copy, scales then zero points
   std::vector<WeightMatrix> views;
@@ -128,24 +131,31 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
   // TESSERA_BENCH_HOT=1: one copy, so a matrix that fits the caches is timed without memory traffic.
   const bool hot = std::getenv("TESSERA_BENCH_HOT") != nullptr;
   const size_t copies = hot ? 1 : std::max<size_t>(2, (size_t{96} << 20) / w.bytes + 1);
-  w.data.resize(data_bytes * copies);
+  // Huge pages, as the model loader gives rewritten weights (core/huge_pages.h); TESSERA_BENCH_SMALL_PAGES=1
+  // keeps 4 KiB pages, for comparison.
+  w.data.reset(allocate_for_streaming(data_bytes * copies));
+  if (!w.data) {
+    std::fprintf(stderr, "out of memory\n");
+    std::exit(1);
+  }
+  if (std::getenv("TESSERA_BENCH_SMALL_PAGES") != nullptr) ::madvise(w.data.get(), data_bytes * copies, MADV_NOHUGEPAGE);
   w.group_params.resize(param_count * copies);
   for (int64_t r = 0; r < kNOut; ++r) {
     for (auto& v : row) v = dist(rng);
     if (type == TensorType::INT4) {
-      quantize_row_int4(row.data(), kNIn, group, w.data.data() + r * row_bytes, &w.group_params[r * ng],
+      quantize_row_int4(row.data(), kNIn, group, w.data.get() + r * row_bytes, &w.group_params[r * ng],
                         &w.group_params[ng * kNOut + r * ng]);
     } else {
-      quantize_row(type, row.data(), w.data.data() + r * row_bytes, kNIn, &w.scales[size_t(r)]);
+      quantize_row(type, row.data(), w.data.get() + r * row_bytes, kNIn, &w.scales[size_t(r)]);
     }
   }
-  if (interleaved) interleave_rows(type, w.data.data(), kNOut, kNIn);
+  if (interleaved) interleave_rows(type, w.data.get(), kNOut, kNIn);
   for (size_t c = 0; c < copies; ++c) {
     if (c > 0) {
-      std::memcpy(w.data.data() + c * data_bytes, w.data.data(), data_bytes);
+      std::memcpy(w.data.get() + c * data_bytes, w.data.get(), data_bytes);
       std::memcpy(w.group_params.data() + c * param_count, w.group_params.data(), param_count * 2);
     }
-    WeightMatrix m{type, kNOut, kNIn, w.data.data() + c * data_bytes, row_bytes,
+    WeightMatrix m{type, kNOut, kNIn, w.data.get() + c * data_bytes, row_bytes,
                    type == TensorType::I8 ? w.scales.data() : nullptr};
     if (interleaved) m.layout = WeightLayout::Interleaved8;
     if (type == TensorType::INT4) {
@@ -208,7 +218,8 @@ int main(int argc, char** argv) {
   const size_t slice = size_t{64} << 20;  // per thread, 2× L3 in all
   std::vector<uint8_t*> slices;
   for (int i = 0; i < pool.size(); ++i) {
-    slices.push_back(static_cast<uint8_t*>(std::aligned_alloc(4096, slice)));
+    slices.push_back(allocate_for_streaming(slice));  // huge pages, as the weights
+    if (std::getenv("TESSERA_BENCH_SMALL_PAGES") != nullptr) ::madvise(slices.back(), slice, MADV_NOHUGEPAGE);
   }
   pool.run([&](int i, int) { std::memset(slices[size_t(i)], i + 1, slice); });
 

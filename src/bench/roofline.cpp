@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/roofline_kernels.h"
+#include "core/huge_pages.h"
 
 namespace tessera {
 namespace {
@@ -81,10 +82,12 @@ double best_rate_g(ThreadPool& pool, int reps, double ops_per_iter, Body body) {
 }  // namespace
 
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes) : pool_(pool) {
-  // Slices are whole 4 KiB pages so that each page is first touched (and placed) by the thread reading it.
-  const size_t unit = size_t(4096) * size_t(pool.size());
+  // Slices are whole 2 MiB pages so that each page is first touched (and placed) by the thread reading it.
+  // The buffer asks for huge pages, as the model's streamed weights do (core/huge_pages.h): the probe reads
+  // memory the way the kernels can at best, not slower for want of TLB reach.
+  const size_t unit = kHugePageBytes * size_t(pool.size());
   bytes_ = std::max(unit, (bytes + unit - 1) / unit * unit);
-  data_ = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes_));
+  data_ = allocate_for_streaming(bytes_);
   if (data_ == nullptr) throw std::bad_alloc();
   pool_.run([&](int index, int count) {
     const size_t slice = bytes_ / size_t(count);
