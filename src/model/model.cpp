@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/huge_pages.h"
+#include "core/memory_info.h"
 #include "kernels/int8_outliers.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
@@ -292,13 +293,14 @@ void for_each_linear(Weights& w, F&& f) {
     for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) f(*m);
 }
 
-// The bytes of the matrices interleave_weights rewrites, in address order, merged where less than a huge page
-// apart. Only whole 2 MiB pages inside a range can move to huge pages; merged, the pages that straddle two
-// matrices (and the norms between them) move too, not just each matrix's interior.
-std::vector<std::pair<const uint8_t*, const uint8_t*>> interleaved_spans(const ModelWeights& w) {
+// The bytes of the matrices the forward pass streams (all of them, or only those interleave_weights rewrites),
+// in address order, merged where less than a huge page apart. Only whole 2 MiB pages inside a range can move to
+// huge pages; merged, the pages that straddle two matrices (and the norms between them) move too, not just each
+// matrix's interior.
+std::vector<std::pair<const uint8_t*, const uint8_t*>> streamed_spans(const ModelWeights& w, bool only_interleaved) {
   std::vector<std::pair<const uint8_t*, const uint8_t*>> spans;
   for_each_linear(w, [&](const WeightMatrix& m) {
-    if (can_interleave(m)) spans.emplace_back(m.data, m.data + size_t(m.n_out) * m.row_bytes);
+    if (!only_interleaved || can_interleave(m)) spans.emplace_back(m.data, m.data + size_t(m.n_out) * m.row_bytes);
   });
   std::sort(spans.begin(), spans.end());
   std::vector<std::pair<const uint8_t*, const uint8_t*>> merged;
@@ -310,6 +312,19 @@ std::vector<std::pair<const uint8_t*, const uint8_t*>> interleaved_spans(const M
     }
   }
   return merged;
+}
+
+// Moves the streamed matrices of a mapped file to huge pages (MappedFile::use_huge_pages). Rewritten matrices
+// become private pages anyway, so theirs always move. The others (F16, BF16, F32, FP8, INT4) move while all
+// streamed weights fit in half the memory available: that keeps them as fast, but makes them this process's own
+// memory, which a model larger than memory (read from disk every token) or one shared by several processes
+// through the page cache cannot afford.
+void move_streamed_weights_to_huge_pages(const ModelWeights& w, gguf::File& file) {
+  uint64_t streamed = 0;
+  for (const auto& [begin, end] : streamed_spans(w, false)) streamed += uint64_t(end - begin);
+  const uint64_t available = available_memory_bytes();
+  const bool all = available > 0 && streamed <= available / 2;
+  for (const auto& [begin, end] : streamed_spans(w, !all)) file.use_huge_pages(begin, size_t(end - begin));
 }
 
 }  // namespace
@@ -333,9 +348,7 @@ void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite) {
 void Model::apply(const LoadOptions& options) {
   check_int8_threshold(options.int8_threshold);
   if (options.interleave_rows && file_ != nullptr) {
-    for (const auto& [begin, end] : interleaved_spans(weights_)) {
-      file_->use_huge_pages(begin, size_t(end - begin));
-    }
+    move_streamed_weights_to_huge_pages(weights_, *file_);
     interleave_weights(weights_, [&](const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn) {
       return file_->rewrite_private(data, n, fn);
     });
