@@ -138,7 +138,9 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
     std::fprintf(stderr, "out of memory\n");
     std::exit(1);
   }
-  if (std::getenv("TESSERA_BENCH_SMALL_PAGES") != nullptr) ::madvise(w.data.get(), data_bytes * copies, MADV_NOHUGEPAGE);
+  if (std::getenv("TESSERA_BENCH_SMALL_PAGES") != nullptr) {
+    ::madvise(w.data.get(), data_bytes * copies, MADV_NOHUGEPAGE);
+  }
   w.group_params.resize(param_count * copies);
   for (int64_t r = 0; r < kNOut; ++r) {
     for (auto& v : row) v = dist(rng);
