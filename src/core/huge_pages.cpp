@@ -42,6 +42,7 @@ void move_to_huge_pages(uint8_t* p, size_t n) {
   auto* staging = reinterpret_cast<uint8_t*>(aligned);
   ::madvise(staging, len, MADV_HUGEPAGE);
   std::memcpy(staging, reinterpret_cast<const uint8_t*>(begin), len);
+  ::mprotect(staging, len, PROT_READ);  // read-only as the mapping it joins; whole huge pages, so none splits
   if (::mremap(staging, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(begin)) == MAP_FAILED) {
     ::munmap(staging, len);
   }

@@ -1,7 +1,8 @@
 // Transparent huge pages for weights the kernels stream. Decoding reads every weight once per token; with 4 KiB
-// pages each 4 KiB of weights costs a TLB miss and a page walk, with 2 MiB pages almost none (measured on this
-// project's matmuls at one token: 5-19% more GB/s from huge pages). Linux grants them to anonymous memory that
-// asks (MADV_HUGEPAGE) when THP is in "madvise" or "always" mode; elsewhere these calls change nothing.
+// pages each 4 KiB of weights costs a TLB miss and a page walk, with 2 MiB pages almost none (measured with
+// bench/matmul_roofline_bench at one token, 2 threads: Q8_0 and Q4_0 products 10-25% more GB/s, and the read
+// probe as much). Linux grants them to anonymous memory that asks (MADV_HUGEPAGE) when THP is in "madvise" or
+// "always" mode; elsewhere these calls change nothing.
 #pragma once
 
 #include <cstddef>
@@ -19,8 +20,8 @@ void advise_huge_pages(void* p, size_t n);
 // 64-byte aligned. nullptr when out of memory.
 uint8_t* allocate_for_streaming(size_t n);
 
-// Replaces the whole 2 MiB pages inside [p, p + n) of a private mapping with anonymous memory holding the same
-// bytes, advised for huge pages. mremap moves the new pages over the old ones at the same addresses, so pointers
+// Replaces the whole 2 MiB pages inside [p, p + n) of a private mapping with read-only anonymous memory holding
+// the same bytes, advised for huge pages. mremap moves the new pages over the old ones at the same addresses, so pointers
 // into the range stay valid, and the old pages leave the resident set. Best effort: on any failure the range
 // keeps its pages. Only the 2 MiB-aligned part of the range can move, so map files at 2 MiB boundaries.
 void move_to_huge_pages(uint8_t* p, size_t n);

@@ -24,10 +24,10 @@ class MappedFile {
   // and the file on disk never changes. The pages are read-only again when fn returns.
   void rewrite_private(size_t offset, size_t n, const std::function<void(uint8_t*)>& fn);
 
-  // Moves the whole 2 MiB pages inside bytes [offset, offset + n) to this process's anonymous memory backed by
-  // huge pages (core/huge_pages.h), same bytes at the same addresses: for ranges the kernels stream every token
-  // and that are rewritten anyway (private pages either way). The file is mapped at a 2 MiB boundary, so that
-  // file offsets and huge pages line up.
+  // Moves the whole 2 MiB pages inside bytes [offset, offset + n) to this process's read-only anonymous memory
+  // backed by huge pages (core/huge_pages.h), same bytes at the same addresses: for weights the kernels stream
+  // every token. The moved pages are no longer shared through the page cache. The file is mapped at a 2 MiB
+  // boundary, so that file offsets and huge pages line up.
   void use_huge_pages(size_t offset, size_t n);
   const std::string& path() const { return path_; }
 
