@@ -48,6 +48,18 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Weights and probe buffers (free() them) in huge pages, as the model loader gives streamed weights
+// (core/huge_pages.h); TESSERA_BENCH_SMALL_PAGES=1 keeps 4 KiB pages, for comparison. Exits when out of memory.
+uint8_t* allocate_buffer(size_t n) {
+  uint8_t* p = allocate_for_streaming(n);
+  if (p == nullptr) {
+    std::fprintf(stderr, "out of memory\n");
+    std::exit(1);
+  }
+  if (std::getenv("TESSERA_BENCH_SMALL_PAGES") != nullptr) ::madvise(p, n, MADV_NOHUGEPAGE);
+  return p;
+}
+
 // ---- probes (compiled for AVX2 by attribute: this file is built for the baseline ISA) ------------------------
 
 __attribute__((target("avx2"))) uint64_t read_sum(const uint8_t* p, size_t n) {
@@ -131,16 +143,7 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
   // TESSERA_BENCH_HOT=1: one copy, so a matrix that fits the caches is timed without memory traffic.
   const bool hot = std::getenv("TESSERA_BENCH_HOT") != nullptr;
   const size_t copies = hot ? 1 : std::max<size_t>(2, (size_t{96} << 20) / w.bytes + 1);
-  // Huge pages, as the model loader gives rewritten weights (core/huge_pages.h); TESSERA_BENCH_SMALL_PAGES=1
-  // keeps 4 KiB pages, for comparison.
-  w.data.reset(allocate_for_streaming(data_bytes * copies));
-  if (!w.data) {
-    std::fprintf(stderr, "out of memory\n");
-    std::exit(1);
-  }
-  if (std::getenv("TESSERA_BENCH_SMALL_PAGES") != nullptr) {
-    ::madvise(w.data.get(), data_bytes * copies, MADV_NOHUGEPAGE);
-  }
+  w.data.reset(allocate_buffer(data_bytes * copies));
   w.group_params.resize(param_count * copies);
   for (int64_t r = 0; r < kNOut; ++r) {
     for (auto& v : row) v = dist(rng);
@@ -220,8 +223,7 @@ int main(int argc, char** argv) {
   const size_t slice = size_t{64} << 20;  // per thread, 2× L3 in all
   std::vector<uint8_t*> slices;
   for (int i = 0; i < pool.size(); ++i) {
-    slices.push_back(allocate_for_streaming(slice));  // huge pages, as the weights
-    if (std::getenv("TESSERA_BENCH_SMALL_PAGES") != nullptr) ::madvise(slices.back(), slice, MADV_NOHUGEPAGE);
+    slices.push_back(allocate_buffer(slice));
   }
   pool.run([&](int i, int) { std::memset(slices[size_t(i)], i + 1, slice); });
 

@@ -23,4 +23,8 @@ ProcessMemory read_process_memory();
 // core/huge_pages.h), without the executable's, the heap's or other files' pages.
 uint64_t resident_bytes_of_mapping(std::span<const uint8_t> bytes);
 
+// Bytes of [bytes.data(), bytes.data() + bytes.size()) that anonymous mappings (no file behind them) cover:
+// in a mapped model file, the stretches moved to huge pages (MappedFile::use_huge_pages).
+uint64_t anonymous_bytes_of_mapping(std::span<const uint8_t> bytes);
+
 }  // namespace tessera

@@ -12,6 +12,10 @@ namespace tessera {
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
+// x rounded up / down to a multiple of align.
+inline uintptr_t align_up(uintptr_t x, size_t align) { return (x + align - 1) / align * align; }
+inline uintptr_t align_down(uintptr_t x, size_t align) { return x / align * align; }
+
 // Asks for huge pages on the whole 2 MiB pages inside [p, p + n) only: a partly used huge page at either end
 // would make up to 2 MiB resident that holds no weights. Best effort, before the memory is first touched.
 void advise_huge_pages(void* p, size_t n);

@@ -16,8 +16,8 @@
 namespace tessera {
 namespace {
 
-uint8_t* round_up(uint8_t* p, size_t align) {
-  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + align - 1) / align * align);
+uint8_t* align_up(uint8_t* p, size_t align) {
+  return reinterpret_cast<uint8_t*>(tessera::align_up(reinterpret_cast<uintptr_t>(p), align));
 }
 
 // Maps `size` bytes of fd read-only at a 2 MiB-aligned address: reserves size + 2 MiB of address space, maps
@@ -28,7 +28,7 @@ void* map_aligned(int fd, size_t size) {
   void* reserved = ::mmap(nullptr, reserved_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserved == MAP_FAILED) return MAP_FAILED;
   auto* begin = static_cast<uint8_t*>(reserved);
-  uint8_t* aligned = round_up(begin, kHugePageBytes);
+  uint8_t* aligned = align_up(begin, kHugePageBytes);
   void* p = ::mmap(aligned, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
@@ -36,7 +36,7 @@ void* map_aligned(int fd, size_t size) {
     errno = err;
     return MAP_FAILED;
   }
-  uint8_t* mapped_end = round_up(aligned + size, page);
+  uint8_t* mapped_end = align_up(aligned + size, page);
   if (aligned > begin) ::munmap(begin, static_cast<size_t>(aligned - begin));
   uint8_t* reserved_end = begin + reserved_bytes;
   if (reserved_end > mapped_end) ::munmap(mapped_end, static_cast<size_t>(reserved_end - mapped_end));
@@ -77,15 +77,13 @@ void MappedFile::rewrite_private(size_t offset, size_t n, const std::function<vo
   auto* base = const_cast<uint8_t*>(data_);
   // The protection changes cover whole 2 MiB pages (within the mapping): changing part of a huge page would
   // split it into 4 KiB pages (use_huge_pages).
-  const size_t mapped = (size_ + page - 1) / page * page;
-  uint8_t* first = base + offset / kHugePageBytes * kHugePageBytes;
-  const size_t span = std::min(mapped, (offset + n + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes) -
-                      static_cast<size_t>(first - base);
-  if (::mprotect(first, span, PROT_READ | PROT_WRITE) != 0) {
+  const size_t first = align_down(offset, kHugePageBytes);
+  const size_t span = std::min(align_up(size_, page), align_up(offset + n, kHugePageBytes)) - first;
+  if (::mprotect(base + first, span, PROT_READ | PROT_WRITE) != 0) {
     fail("cannot make '{}' writable in memory: {}", path_, std::strerror(errno));
   }
   fn(base + offset);
-  ::mprotect(first, span, PROT_READ);  // should this fail, the pages merely stay writable
+  ::mprotect(base + first, span, PROT_READ);  // should this fail, the pages merely stay writable
 }
 
 void MappedFile::use_huge_pages(size_t offset, size_t n) {

@@ -320,11 +320,12 @@ std::vector<std::pair<const uint8_t*, const uint8_t*>> streamed_spans(const Mode
 // memory, which a model larger than memory (read from disk every token) or one shared by several processes
 // through the page cache cannot afford.
 void move_streamed_weights_to_huge_pages(const ModelWeights& w, gguf::File& file) {
+  auto spans = streamed_spans(w, false);
   uint64_t streamed = 0;
-  for (const auto& [begin, end] : streamed_spans(w, false)) streamed += uint64_t(end - begin);
+  for (const auto& [begin, end] : spans) streamed += uint64_t(end - begin);
   const uint64_t available = available_memory_bytes();
-  const bool all = available > 0 && streamed <= available / 2;
-  for (const auto& [begin, end] : streamed_spans(w, !all)) file.use_huge_pages(begin, size_t(end - begin));
+  if (available == 0 || streamed > available / 2) spans = streamed_spans(w, true);
+  for (const auto& [begin, end] : spans) file.use_huge_pages(begin, size_t(end - begin));
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -42,22 +41,7 @@ struct TempFile {
 
 // Whether the mapping holding address p is anonymous: its smaps entry names no file.
 bool is_anonymous_mapping_at(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-  while (std::getline(smaps, line)) {
-    uintptr_t begin = 0, end = 0;
-    char perms[8] = {};
-    unsigned long long offset = 0;
-    char dev[16] = {};
-    unsigned long long inode = 1;
-    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " %7s %llx %15s %llu", &begin, &end, perms, &offset, dev,
-                    &inode) == 6 &&
-        begin <= at && at < end) {
-      return inode == 0;
-    }
-  }
-  return false;
+  return anonymous_bytes_of_mapping({static_cast<const uint8_t*>(p), 1}) == 1;
 }
 
 TEST(MappedFile, MapsAtHugePageBoundary) {

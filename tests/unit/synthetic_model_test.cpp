@@ -261,23 +261,6 @@ TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
   }
 }
 
-// Bytes of the anonymous mappings (no file behind them) inside `range`, from /proc/self/smaps headers.
-uint64_t anonymous_bytes_in(std::span<const uint8_t> range) {
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(range.data()), hi = lo + range.size();
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  uint64_t total = 0;
-  while (std::getline(smaps, line)) {
-    unsigned long long begin = 0, end = 0, offset = 0, inode = 1;
-    char perms[8] = {}, dev[16] = {};
-    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %15s %llu", &begin, &end, perms, &offset, dev, &inode) == 6 &&
-        inode == 0 && begin >= lo && end <= hi) {
-      total += end - begin;
-    }
-  }
-  return total;
-}
-
 // The interleaved matrices' pages move to huge-page memory as whole 2 MiB pages of merged spans, so nearly all
 // of them do, not just each matrix's interior (matrices here are 0.3-3 MiB). The logits are exactly those of
 // the same weights built in memory, and the mapping's resident size stays within the file.
@@ -295,7 +278,7 @@ TEST(SyntheticModel, InterleavedWeightsMoveToHugePagesWhole) {
       interleaved += uint64_t(m->n_out) * m->row_bytes;
     }
   }
-  const uint64_t moved = anonymous_bytes_in(model->file()->bytes());
+  const uint64_t moved = anonymous_bytes_of_mapping(model->file()->bytes());
   EXPECT_GE(moved, interleaved * 8 / 10) << "moved " << moved << " of " << interleaved;
   EXPECT_LE(moved, model->file()->file_size());
   const std::vector<int32_t> prompt = {1, 300, 17, 42, 99};
