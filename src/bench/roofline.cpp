@@ -9,6 +9,8 @@
 #include <new>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "bench/roofline_kernels.h"
 #include "core/huge_pages.h"
 
@@ -140,6 +142,20 @@ double measure_int8_product_peak_gops(ThreadPool& pool, int reps) {
   if (probe_isa() != Isa::Avx2) return measure_int8_peak_gops(pool, reps);
   return best_rate_g(pool, reps, 2.0 * 32 * roofline::kInt8ProductChainsAvx2,
                      [](int64_t n) { return roofline::int8_product_chains_avx2(n); });
+}
+
+double ProbeSeries::best() const { return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end()); }
+
+std::string ProbeSeries::listed() const {
+  std::string out = fmt::format("{} probe{}:", values.size(), values.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < values.size(); ++i) out += fmt::format("{} {:.1f}", i == 0 ? "" : ",", values[i]);
+  return out;
+}
+
+void PeakProbes::measure(ThreadPool& pool, int reps) {
+  fp32_gflops.values.push_back(measure_fp32_peak_gflops(pool, reps));
+  int8_gops.values.push_back(measure_int8_peak_gops(pool, reps));
+  int8_product_gops.values.push_back(measure_int8_product_peak_gops(pool, reps));
 }
 
 std::string_view int8_peak_instruction() {

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
@@ -50,5 +52,20 @@ std::string_view int8_peak_instruction();
 // product needs a sign step first); reported beside the int8 peak so both yardsticks are visible. With VNNI (one
 // instruction multiplies and accumulates) and in scalar code it equals measure_int8_peak_gops.
 double measure_int8_product_peak_gops(ThreadPool& pool, int reps);
+
+// One limit probed several times over a benchmark run. The best probe is the limit: on a shared machine other
+// work only ever slows a probe down, and a low denominator would flatter every ratio taken against it.
+struct ProbeSeries {
+  std::vector<double> values;
+  double best() const;
+  // "3 probes: 201.3, 385.0, 380.2", for reports.
+  std::string listed() const;
+};
+
+// The compute peaks, probed together each time measure() runs.
+struct PeakProbes {
+  ProbeSeries fp32_gflops, int8_gops, int8_product_gops;
+  void measure(ThreadPool& pool, int reps);
+};
 
 }  // namespace tessera

@@ -385,6 +385,14 @@ TEST(SyntheticModel, CommandLine) {
                           "prefill_product_peak_ratio", "batch16_speedup"}) {
     EXPECT_GT(j[key].get<double>(), 0.0) << key;
   }
+  // The peaks are the best of three probes: at the start, and right before and after the prefills.
+  for (const auto& [peak, probes] : {std::pair{"fp32_peak_gflops", "fp32_peak_probes_gflops"},
+                                      std::pair{"int8_peak_gops", "int8_peak_probes_gops"}}) {
+    ASSERT_EQ(j[probes].size(), 3u) << probes;
+    double best = 0.0;
+    for (const auto& v : j[probes]) best = std::max(best, v.get<double>());
+    EXPECT_EQ(j[peak].get<double>(), best) << peak;
+  }
   for (const char* n : {"128", "512"}) EXPECT_GT(j["prefill_tokens_per_s"][n].get<double>(), 0.0);
   for (const char* b : {"1", "4", "16", "32"}) EXPECT_GT(j["decode_tokens_per_s"][b].get<double>(), 0.0);
   EXPECT_EQ(j["file_tensor_bytes"].get<uint64_t>(), plan_synthetic_model(preset("test-tiny"), TensorType::Q4_0, 1).n_bytes());
