@@ -1,5 +1,6 @@
 // Kernel micro-benchmarks: matmul weight bandwidth at batch 1 and FLOP rate for batches, against a plain
-// memory-read baseline. Run: kernels_bench --benchmark_filter=Matmul (TESSERA_ISA picks the level).
+// memory-read baseline, and a prompt's attention. Run: kernels_bench --benchmark_filter=Matmul (TESSERA_ISA picks
+// the level).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "core/cpu_features.h"
 #include "core/tensor_type.h"
 #include "core/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -125,6 +127,44 @@ void BM_Softmax(benchmark::State& state) {
   }
 }
 
+// A prompt's attention for one layer on one thread, as the forward pass calls it: runs of 8 tokens over
+// TinyLlama's heads (32 query, 4 kv, head_dim 64) and an f16 KV cache in 16-position blocks. Counter: GFLOP/s
+// (QK and PV, 2 flops per multiply-add, the causal half only).
+void BM_AttentionPrefill(benchmark::State& state) {
+  const int64_t n_prompt = state.range(0), run = 8, block = 16;
+  const AttentionShape shape{32, 4, 64, 0.125f};
+  const int64_t kv_row = shape.n_head_kv * shape.head_dim, q_dim = shape.n_head * shape.head_dim;
+  const int64_t n_blocks = (n_prompt + block - 1) / block, row_bytes = kv_row * kv_element_bytes(KvType::F16);
+  std::vector<uint8_t> keys(size_t(n_blocks * block * row_bytes)), values(keys.size());
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  std::vector<float> row(static_cast<size_t>(kv_row));
+  for (int64_t p = 0; p < n_prompt; ++p) {
+    for (auto& x : row) x = dist(rng);
+    encode_kv_row(KvType::F16, row.data(), shape.n_head_kv, shape.head_dim, keys.data() + p * row_bytes, nullptr);
+    for (auto& x : row) x = dist(rng);
+    encode_kv_row(KvType::F16, row.data(), shape.n_head_kv, shape.head_dim, values.data() + p * row_bytes, nullptr);
+  }
+  std::vector<const uint8_t*> key_blocks, value_blocks;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    key_blocks.push_back(keys.data() + b * block * row_bytes);
+    value_blocks.push_back(values.data() + b * block * row_bytes);
+  }
+  const KvBlocksView view{KvType::F16, key_blocks.data(), value_blocks.data(), block, 0};
+  std::vector<float> q(size_t(n_prompt * q_dim)), out(q.size());
+  for (auto& x : q) x = dist(rng);
+  std::vector<float> scratch(size_t(attend_scratch_floats(n_prompt, shape, run)));
+  for (auto _ : state) {
+    for (int64_t t = 0; t < n_prompt; t += run) {
+      attend_tokens(q.data() + t * q_dim, q_dim, std::min(run, n_prompt - t), view, t + 1, shape, 0, shape.n_head,
+                    scratch.data(), out.data() + t * q_dim, q_dim);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 4.0 * double(shape.head_dim * shape.n_head) * double(n_prompt) * double(n_prompt + 1) / 2;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 BENCHMARK(BM_MemoryRead)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ThreadPoolRegion)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Matmul, Q8_0, TensorType::Q8_0)->Arg(1)->Arg(16)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -137,6 +177,7 @@ BENCHMARK_CAPTURE(BM_Matmul, BF16, TensorType::BF16)->Arg(1)->Arg(16)->UseRealTi
 BENCHMARK_CAPTURE(BM_Matmul, F32, TensorType::F32)->Arg(1)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RmsNorm);
 BENCHMARK(BM_Softmax);
+BENCHMARK(BM_AttentionPrefill)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tessera

@@ -108,16 +108,86 @@ struct HeadRows {
   }
 };
 
-// acc[0..NV) += Σ_j w[j] · rows[j][0..8·NV), j in position order.
-template <int NV>
-inline void accumulate_values(const float* w, int64_t n, const float* rows, int64_t stride, bool first, float* acc_mem) {
-  __m256 acc[NV];
-  static_for<NV>([&](auto v) { acc[v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc_mem + 8 * v); });
+// Pins a loaded vector in a register: GCC otherwise folds the load into each FMA that uses it, as a memory
+// operand, and so loads it once per query row instead of once.
+TESSERA_INLINE inline void in_register(__m256& v) { asm("" : "+x"(v)); }
+
+// For R query rows at once: acc_r[0..NV) += Σ_j w[r][j] · rows[j][0..8·NV), j in position order. Each value row
+// loaded serves the R query rows (one load per R FMAs instead of one per FMA, which bound the one-row loop); every
+// output element still runs the same FMA chain, so the result does not depend on R.
+template <int R, int NV>
+inline void accumulate_values(const float (*w)[kChunk], int64_t n, const float* rows, int64_t stride, bool first,
+                              float* const* acc_mem) {
+  __m256 acc[R][NV];
+  static_for<R>([&](auto r) {
+    static_for<NV>([&](auto v) { acc[r][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc_mem[r] + 8 * v); });
+  });
   for (int64_t j = 0; j < n; ++j) {
-    const __m256 wj = _mm256_set1_ps(w[j]);
-    static_for<NV>([&](auto v) { acc[v] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(rows + j * stride + 8 * v), acc[v]); });
+    __m256 wj[R];
+    static_for<R>([&](auto r) { wj[r] = _mm256_set1_ps(w[r][j]); });
+    static_for<NV>([&](auto v) {
+      __m256 vj = _mm256_loadu_ps(rows + j * stride + 8 * v);
+      in_register(vj);
+      static_for<R>([&](auto r) { acc[r][v] = _mm256_fmadd_ps(wj[r], vj, acc[r][v]); });
+    });
   }
-  static_for<NV>([&](auto v) { _mm256_storeu_ps(acc_mem + 8 * v, acc[v]); });
+  static_for<R>([&](auto r) { static_for<NV>([&](auto v) { _mm256_storeu_ps(acc_mem[r] + 8 * v, acc[r][v]); }); });
+}
+
+// The R rows' outputs over the whole (padded) head_dim, NV_MAX vectors at a time: R · NV_MAX accumulators, R
+// weights and a value vector stay within the 16 registers.
+template <int R, int NV_MAX>
+void accumulate_value_rows(const float (*w)[kChunk], int64_t n, const float* rows, int64_t stride, bool first,
+                           float* const* acc_rows) {
+  for (int64_t i0 = 0; i0 < stride; i0 += 8 * NV_MAX) {
+    float* acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = acc_rows[r] + i0;
+    const int64_t nv = std::min<int64_t>(NV_MAX, (stride - i0) / 8);
+    static_for<NV_MAX>([&](auto k) {
+      if (nv == k + 1) accumulate_values<R, k + 1>(w, n, rows + i0, stride, first, acc);
+    });
+  }
+}
+
+// Query rows whose value sums are accumulated together.
+constexpr int kValueRows = 3;
+
+// Scores of query rows r0 and r0 + 1 (q0, q1) against the chunk's 8 key rows, in two halves of 4 positions: the
+// 8 accumulators of a half are both rows' (every key vector loaded once for the two rows) and one sum_lanes8
+// reduces them. Each score is the same FMA chain and reduction tree as in score_row.
+inline void score_row_pair(const float* q0, const float* q1, const float* rows, int64_t stride, __m256 key_scales,
+                           float* out0, float* out1) {
+  static_for<2>([&](auto half) {
+    __m256 acc[8];
+    static_for<8>([&](auto j) { acc[j] = _mm256_setzero_ps(); });
+    const float* k = rows + 4 * half * stride;
+    for (int64_t i = 0; i < stride; i += 8) {
+      const __m256 a = _mm256_loadu_ps(q0 + i), b = _mm256_loadu_ps(q1 + i);
+      static_for<4>([&](auto j) {
+        __m256 kj = _mm256_loadu_ps(k + j * stride + i);
+        in_register(kj);
+        acc[j] = _mm256_fmadd_ps(a, kj, acc[j]);
+        acc[4 + j] = _mm256_fmadd_ps(b, kj, acc[4 + j]);
+      });
+    }
+    // The half's 4 key scales, for both rows' lanes.
+    const __m256 scales = half == 0 ? _mm256_permute2f128_ps(key_scales, key_scales, 0x00)
+                                    : _mm256_permute2f128_ps(key_scales, key_scales, 0x11);
+    const __m256 s = _mm256_mul_ps(sum_lanes8(acc), scales);
+    _mm_storeu_ps(out0 + 4 * half, _mm256_castps256_ps128(s));
+    _mm_storeu_ps(out1 + 4 * half, _mm256_extractf128_ps(s, 1));
+  });
+}
+
+// Scores of one query row against the chunk's 8 key rows: dot(q, k) · k's head scale · 1/√d.
+inline void score_row(const float* q, const float* rows, int64_t stride, __m256 key_scales, float* out) {
+  __m256 acc[kChunk];
+  static_for<kChunk>([&](auto j) { acc[j] = _mm256_setzero_ps(); });
+  for (int64_t i = 0; i < stride; i += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + i);
+    static_for<kChunk>([&](auto j) { acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows + j * stride + i), acc[j]); });
+  }
+  _mm256_storeu_ps(out, _mm256_mul_ps(sum_lanes8(acc), key_scales));
 }
 
 template <int T>
@@ -154,44 +224,51 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     // their own n_pos are never read).
     const auto first_row = [&](int64_t p0) { return std::max<int64_t>(0, p0 - n_pos + 1) * m; };
 
-    // Scores: dot(q, k) · k's head scale · 1/√d.
+    const int64_t n_rows = n_tokens * m;
+    // Scores: dot(q, k) · k's head scale · 1/√d, two query rows at a time.
     for (int64_t p0 = 0; p0 < last_n_pos; p0 += kChunk) {
       keys.load(p0, std::min<int64_t>(kChunk, last_n_pos - p0), stride, rows, chunk_scales);
       const __m256 key_scales = _mm256_mul_ps(_mm256_loadu_ps(chunk_scales), _mm256_set1_ps(scale));
-      for (int64_t r = first_row(p0); r < n_tokens * m; ++r) {
-        const float* qd = queries + r * stride;
-        __m256 acc[kChunk];
-        static_for<kChunk>([&](auto j) { acc[j] = _mm256_setzero_ps(); });
-        for (int64_t i = 0; i < stride; i += 8) {
-          const __m256 qv = _mm256_loadu_ps(qd + i);
-          static_for<kChunk>([&](auto j) { acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(rows + j * stride + i), acc[j]); });
-        }
-        _mm256_storeu_ps(scores + r * n_pos_pad + p0, _mm256_mul_ps(sum_lanes8(acc), key_scales));
+      int64_t r = first_row(p0);
+      for (; r + 2 <= n_rows; r += 2) {
+        score_row_pair(queries + r * stride, queries + (r + 1) * stride, rows, stride, key_scales,
+                       scores + r * n_pos_pad + p0, scores + (r + 1) * n_pos_pad + p0);
       }
+      if (r < n_rows) score_row(queries + r * stride, rows, stride, key_scales, scores + r * n_pos_pad + p0);
     }
-    for (int64_t r = 0; r < n_tokens * m; ++r) softmax(scores + r * n_pos_pad, n_pos + r / m);
+    for (int64_t r = 0; r < n_rows; ++r) softmax(scores + r * n_pos_pad, n_pos + r / m);
 
-    // Outputs: Σ_p weight_p · v_p, accumulated in position order, 64 lanes at a time.
+    // Outputs: Σ_p weight_p · v_p, accumulated in position order, up to kValueRows rows at a time (rows that
+    // take the same number of the chunk's positions).
+    // Token i sees n_pos + i positions, so a chunk that ends by n_pos is whole for every row.
+    const auto positions_in_chunk = [&](int64_t r, int64_t p0) {
+      return p0 + kChunk <= n_pos ? kChunk : std::min<int64_t>(kChunk, n_pos + r / m - p0);
+    };
     for (int64_t p0 = 0; p0 < last_n_pos; p0 += kChunk) {
       values.load(p0, std::min<int64_t>(kChunk, last_n_pos - p0), stride, rows, chunk_scales);
-      for (int64_t r = first_row(p0); r < n_tokens * m; ++r) {
-        const int64_t n = std::min<int64_t>(kChunk, n_pos + r / m - p0);
-        float w[kChunk];
-        for (int64_t j = 0; j < n; ++j) w[j] = scores[r * n_pos_pad + p0 + j] * chunk_scales[j];
-        for (int64_t i0 = 0; i0 < stride; i0 += 64) {
-          float* acc = outputs + r * stride + i0;
-          const float* v = rows + i0;
-          switch (std::min<int64_t>(64, stride - i0) / 8) {
-            case 1: accumulate_values<1>(w, n, v, stride, p0 == 0, acc); break;
-            case 2: accumulate_values<2>(w, n, v, stride, p0 == 0, acc); break;
-            case 3: accumulate_values<3>(w, n, v, stride, p0 == 0, acc); break;
-            case 4: accumulate_values<4>(w, n, v, stride, p0 == 0, acc); break;
-            case 5: accumulate_values<5>(w, n, v, stride, p0 == 0, acc); break;
-            case 6: accumulate_values<6>(w, n, v, stride, p0 == 0, acc); break;
-            case 7: accumulate_values<7>(w, n, v, stride, p0 == 0, acc); break;
-            default: accumulate_values<8>(w, n, v, stride, p0 == 0, acc); break;
-          }
+      for (int64_t r = first_row(p0); r < n_rows;) {
+        const int64_t n = positions_in_chunk(r, p0);
+        int n_together = 1;
+        while (n_together < kValueRows && r + n_together < n_rows && positions_in_chunk(r + n_together, p0) == n) {
+          ++n_together;
         }
+        float w[kValueRows][kChunk];
+        float* acc[kValueRows];
+        for (int k = 0; k < n_together; ++k) {
+          const float* row_scores = scores + (r + k) * n_pos_pad + p0;
+          if (n == kChunk) {
+            _mm256_storeu_ps(w[k], _mm256_mul_ps(_mm256_loadu_ps(row_scores), _mm256_loadu_ps(chunk_scales)));
+          } else {
+            for (int64_t j = 0; j < n; ++j) w[k][j] = row_scores[j] * chunk_scales[j];
+          }
+          acc[k] = outputs + (r + k) * stride;
+        }
+        switch (n_together) {
+          case 1: accumulate_value_rows<1, 8>(w, n, rows, stride, p0 == 0, acc); break;
+          case 2: accumulate_value_rows<2, 6>(w, n, rows, stride, p0 == 0, acc); break;
+          default: accumulate_value_rows<3, 4>(w, n, rows, stride, p0 == 0, acc); break;
+        }
+        r += n_together;
       }
     }
     for (int64_t r = 0; r < n_tokens * m; ++r) {
