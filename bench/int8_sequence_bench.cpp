@@ -1,0 +1,109 @@
+// What an exact signed int8 dot product costs on AVX2 without VNNI, next to the int8 peak probe's sequence.
+// The probe (`tessera bench`, src/bench/roofline_avx2.cpp) times vpmaddubsw + vpmaddwd + vpaddd: unsigned × signed
+// bytes. Q8_0 and INT8 weights meet signed activations, so their kernels (src/kernels/matmul_x86_inl.h) add a
+// vpsignb per product (|w| · (x with w's sign)) and load a broadcast activation for each weight vector. Each line
+// below times 8 independent chains of one sequence on one thread (its CPU time, best of many short runs) and
+// prints GOP/s (2 ops per byte product) and the ratio to the probe's sequence, so the distance between the
+// prefill ratio and 100 % can be split into what the instructions cost and what the kernel loses around them.
+// Run: int8_sequence_bench [runs]
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+alignas(64) int8_t g_activations[4096];
+
+// One iteration: the sequence for 8 independent accumulators (ymm0-7), 32 byte products each. ymm8 holds |w|,
+// ymm9 w, ymm10 int16 ones; ymm11-14 are rotating temporaries. Inline asm keeps the compiler from reordering,
+// merging or hoisting anything.
+#define STR(x) #x
+#define CHAIN_PROBE(acc, tmp, off) \
+  "vpmaddubsw %%ymm9, %%ymm8, %%" tmp "\n vpmaddwd %%ymm10, %%" tmp ", %%" tmp "\n vpaddd %%" tmp ", %%ymm" #acc ", %%ymm" #acc "\n"
+#define CHAIN_LOAD(acc, tmp, off)                                                                                   \
+  "vpbroadcastd " STR(off) "(%[x]), %%" tmp "\n vpmaddubsw %%" tmp ", %%ymm8, %%" tmp "\n vpmaddwd %%ymm10, %%" tmp \
+  ", %%" tmp "\n vpaddd %%" tmp ", %%ymm" #acc ", %%ymm" #acc "\n"
+#define CHAIN_SIGN(acc, tmp, off)                                                                                 \
+  "vpsignb %%ymm9, %%ymm11, %%" tmp "\n vpmaddubsw %%" tmp ", %%ymm8, %%" tmp "\n vpmaddwd %%ymm10, %%" tmp ", %%" \
+  tmp "\n vpaddd %%" tmp ", %%ymm" #acc ", %%ymm" #acc "\n"
+#define CHAIN_KERNEL(acc, tmp, off)                                                                              \
+  "vpbroadcastd " STR(off) "(%[x]), %%" tmp "\n vpsignb %%ymm9, %%" tmp ", %%" tmp "\n vpmaddubsw %%" tmp       \
+  ", %%ymm8, %%" tmp "\n vpmaddwd %%ymm10, %%" tmp ", %%" tmp "\n vpaddd %%" tmp ", %%ymm" #acc ", %%ymm" #acc \
+  "\n"
+#define EIGHT(CHAIN)                                                                                              \
+  CHAIN(0, "ymm12", 0) CHAIN(1, "ymm13", 4) CHAIN(2, "ymm14", 8) CHAIN(3, "ymm15", 12) CHAIN(4, "ymm12", 16) \
+      CHAIN(5, "ymm13", 20) CHAIN(6, "ymm14", 24) CHAIN(7, "ymm15", 28)
+#define CLOBBERS                                                                                                 \
+  "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", \
+      "xmm12", "xmm13", "xmm14", "xmm15"
+
+template <int kSequence>
+__attribute__((target("avx2"))) void run_sequence(int64_t iterations) {
+  const int8_t* x = g_activations;
+  // Operands: |w| = 3, w = -3 (so vpsignb flips), ones; the products' values do not matter for timing.
+  asm volatile(
+      "vpcmpeqw %%ymm10, %%ymm10, %%ymm10\n vpsrlw $15, %%ymm10, %%ymm10\n"
+      "vpabsb %%ymm10, %%ymm8\n vpaddb %%ymm8, %%ymm8, %%ymm8\n vpaddb %%ymm10, %%ymm8, %%ymm8\n"
+      "vpxor %%ymm9, %%ymm9, %%ymm9\n vpsubb %%ymm8, %%ymm9, %%ymm9\n vpbroadcastd (%[x]), %%ymm11\n"
+      "vpxor %%ymm0, %%ymm0, %%ymm0\n vmovdqa %%ymm0, %%ymm1\n vmovdqa %%ymm0, %%ymm2\n vmovdqa %%ymm0, %%ymm3\n"
+      "vmovdqa %%ymm0, %%ymm4\n vmovdqa %%ymm0, %%ymm5\n vmovdqa %%ymm0, %%ymm6\n vmovdqa %%ymm0, %%ymm7\n" ::[x] "r"(x)
+      : CLOBBERS);
+  for (int64_t i = 0; i < iterations; ++i) {
+    if constexpr (kSequence == 0) asm volatile(EIGHT(CHAIN_PROBE)::[x] "r"(x) : CLOBBERS);
+    if constexpr (kSequence == 1) asm volatile(EIGHT(CHAIN_LOAD)::[x] "r"(x) : CLOBBERS);
+    if constexpr (kSequence == 2) asm volatile(EIGHT(CHAIN_SIGN)::[x] "r"(x) : CLOBBERS);
+    if constexpr (kSequence == 3) asm volatile(EIGHT(CHAIN_KERNEL)::[x] "r"(x) : CLOBBERS);
+  }
+  asm volatile("vzeroupper" ::: CLOBBERS);
+}
+
+template <int kSequence>
+double best_gops(int runs) {
+  constexpr int64_t kIterations = 2'000'000;  // ~5 ms per run
+  double best = 0.0;
+  for (int r = 0; r < runs; ++r) {
+    const double start = thread_seconds();
+    run_sequence<kSequence>(kIterations);
+    const double seconds = thread_seconds() - start;
+    const double gops = double(kIterations) * 8 * 32 * 2 / seconds * 1e-9;
+    if (gops > best) best = gops;
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!__builtin_cpu_supports("avx2")) {
+    std::printf("int8_sequence_bench: this CPU has no AVX2\n");
+    return 0;
+  }
+  const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  for (int i = 0; i < 4096; ++i) g_activations[i] = int8_t(i % 101 - 50);
+  double gops[4] = {0, 0, 0, 0};
+  // Interleaved rounds, best of all: the sequences see the same machine conditions.
+  for (int round = 0; round < 4; ++round) {
+    gops[0] = std::max(gops[0], best_gops<0>(runs / 4 + 1));
+    gops[1] = std::max(gops[1], best_gops<1>(runs / 4 + 1));
+    gops[2] = std::max(gops[2], best_gops<2>(runs / 4 + 1));
+    gops[3] = std::max(gops[3], best_gops<3>(runs / 4 + 1));
+  }
+  const char* names[4] = {
+      "probe: vpmaddubsw + vpmaddwd + vpaddd (registers)",
+      "probe + a broadcast activation load",
+      "probe + vpsignb (registers)",
+      "kernel: broadcast load + vpsignb + probe",
+  };
+  std::printf("%-54s %9s %9s\n", "sequence (one thread, 8 chains)", "GOP/s", "vs probe");
+  for (int k = 0; k < 4; ++k) std::printf("%-54s %9.1f %8.0f%%\n", names[k], gops[k], 100 * gops[k] / gops[0]);
+  return 0;
+}
