@@ -23,7 +23,7 @@ KvPool::KvPool(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t n_b
       token_bytes_(row_bytes_ + (kv_type_has_scales(type) ? n_head_kv * int64_t(sizeof(float)) : 0)),
       region_bytes_(block_size * token_bytes_) {
   if (n_blocks <= 0 || block_size <= 0) fail("the KV cache needs at least one block of at least one position");
-  storage_.resize(size_t(n_blocks) * size_t(n_layer) * 2 * size_t(region_bytes_));
+  storage_ = AnonymousMemory(size_t(n_blocks) * size_t(n_layer) * 2 * size_t(region_bytes_));
 }
 
 void KvPool::store(int32_t block, int64_t layer, int64_t slot, const float* k, const float* v) {

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "core/check.h"
+#include "core/huge_pages.h"
 #include "kernels/attention.h"
 
 namespace tessera {
@@ -49,7 +49,8 @@ class KvPool {
   int64_t row_bytes_;     // one token's elements for one layer, K or V
   int64_t token_bytes_;   // row_bytes_ plus its scales
   int64_t region_bytes_;  // block_size_ * token_bytes_: one block's K (or V) for one layer
-  std::vector<uint8_t> storage_;
+  // Resident only as blocks are written: a pool sized for every sequence at full length costs nothing up front.
+  AnonymousMemory storage_;
 };
 
 }  // namespace tessera
