@@ -24,8 +24,9 @@ double thread_seconds() {
 alignas(64) int8_t g_activations[4096];
 
 // One iteration: the sequence for 8 independent accumulators (ymm0-7), 32 byte products each. ymm8 holds |w|,
-// ymm9 w, ymm10 int16 ones; ymm11-14 are rotating temporaries. Inline asm keeps the compiler from reordering,
-// merging or hoisting anything.
+// ymm9 w, ymm10 int16 ones, ymm11 a broadcast activation (for the sequence without a load); ymm12-15 are rotating
+// temporaries. The whole timed loop is one asm statement, so the compiler can neither reorder, merge or hoist
+// the instructions nor touch the registers between iterations.
 #define STR(x) #x
 #define CHAIN_PROBE(acc, tmp, off) \
   "vpmaddubsw %%ymm9, %%ymm8, %%" tmp "\n vpmaddwd %%ymm10, %%" tmp ", %%" tmp "\n vpaddd %%" tmp ", %%ymm" #acc ", %%ymm" #acc "\n"
@@ -46,24 +47,28 @@ alignas(64) int8_t g_activations[4096];
   "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", \
       "xmm12", "xmm13", "xmm14", "xmm15"
 
+// Operands: |w| bytes 3, w bytes -3 (so vpsignb flips every activation), int16 ones. The products' values do
+// not matter for timing.
+#define SETUP                                                                                              \
+  "vpcmpeqw %%ymm10, %%ymm10, %%ymm10\n vpsrlw $15, %%ymm10, %%ymm10\n"                                      \
+  "vpcmpeqb %%ymm8, %%ymm8, %%ymm8\n vpabsb %%ymm8, %%ymm8\n vpaddb %%ymm8, %%ymm8, %%ymm9\n"                \
+  "vpaddb %%ymm9, %%ymm8, %%ymm8\n vpxor %%ymm9, %%ymm9, %%ymm9\n vpsubb %%ymm8, %%ymm9, %%ymm9\n"           \
+  "vpbroadcastd (%[x]), %%ymm11\n vpxor %%ymm0, %%ymm0, %%ymm0\n vmovdqa %%ymm0, %%ymm1\n"                   \
+  "vmovdqa %%ymm0, %%ymm2\n vmovdqa %%ymm0, %%ymm3\n vmovdqa %%ymm0, %%ymm4\n vmovdqa %%ymm0, %%ymm5\n"      \
+  "vmovdqa %%ymm0, %%ymm6\n vmovdqa %%ymm0, %%ymm7\n"
+#define TIMED_LOOP(CHAIN)                                                                              \
+  asm volatile(SETUP "1:\n" EIGHT(CHAIN) "dec %[n]\n jnz 1b\n vzeroupper\n"                             \
+               : [n] "+r"(iterations)                                                                   \
+               : [x] "r"(x)                                                                             \
+               : CLOBBERS, "cc")
+
 template <int kSequence>
 __attribute__((target("avx2"))) void run_sequence(int64_t iterations) {
   const int8_t* x = g_activations;
-  // Operands: |w| = 3, w = -3 (so vpsignb flips), ones; the products' values do not matter for timing.
-  asm volatile(
-      "vpcmpeqw %%ymm10, %%ymm10, %%ymm10\n vpsrlw $15, %%ymm10, %%ymm10\n"
-      "vpabsb %%ymm10, %%ymm8\n vpaddb %%ymm8, %%ymm8, %%ymm8\n vpaddb %%ymm10, %%ymm8, %%ymm8\n"
-      "vpxor %%ymm9, %%ymm9, %%ymm9\n vpsubb %%ymm8, %%ymm9, %%ymm9\n vpbroadcastd (%[x]), %%ymm11\n"
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n vmovdqa %%ymm0, %%ymm1\n vmovdqa %%ymm0, %%ymm2\n vmovdqa %%ymm0, %%ymm3\n"
-      "vmovdqa %%ymm0, %%ymm4\n vmovdqa %%ymm0, %%ymm5\n vmovdqa %%ymm0, %%ymm6\n vmovdqa %%ymm0, %%ymm7\n" ::[x] "r"(x)
-      : CLOBBERS);
-  for (int64_t i = 0; i < iterations; ++i) {
-    if constexpr (kSequence == 0) asm volatile(EIGHT(CHAIN_PROBE)::[x] "r"(x) : CLOBBERS);
-    if constexpr (kSequence == 1) asm volatile(EIGHT(CHAIN_LOAD)::[x] "r"(x) : CLOBBERS);
-    if constexpr (kSequence == 2) asm volatile(EIGHT(CHAIN_SIGN)::[x] "r"(x) : CLOBBERS);
-    if constexpr (kSequence == 3) asm volatile(EIGHT(CHAIN_KERNEL)::[x] "r"(x) : CLOBBERS);
-  }
-  asm volatile("vzeroupper" ::: CLOBBERS);
+  if constexpr (kSequence == 0) TIMED_LOOP(CHAIN_PROBE);
+  if constexpr (kSequence == 1) TIMED_LOOP(CHAIN_LOAD);
+  if constexpr (kSequence == 2) TIMED_LOOP(CHAIN_SIGN);
+  if constexpr (kSequence == 3) TIMED_LOOP(CHAIN_KERNEL);
 }
 
 template <int kSequence>

@@ -60,7 +60,7 @@ print(f"Machine: {lscpu('Model name')}, {lscpu('CPU(s)')} CPUs ({lscpu('Core(s) 
 
 gib = lambda b: b / 2**30
 pct = lambda x: f"{100 * x:.0f}%"
-print("| type | tensor bytes | bandwidth GB/s (before / after) | fp32 peak GFLOP/s | int8 peak GOP/s: best (lowest) of 3 probes "
+print("| type | tensor bytes | bandwidth GB/s (before / after) | fp32 peak GFLOP/s | int8 peak GOP/s: best of 3 probes (lowest) "
       "| byte-product peak GOP/s | prefill 128 tok/s | prefill 512 tok/s | prefill / peak "
       "| decode b1 tok/s | decode / bandwidth | b4 | b16 | b32 tok/s | b16 / b1 | resident / tensor bytes |")
 print("|" + "---|" * 16)

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -58,6 +59,7 @@ void move_to_huge_pages(uint8_t* p, size_t n) {
 AnonymousMemory::AnonymousMemory(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  if (bytes > SIZE_MAX / 2) throw std::bad_alloc();  // no address space holds it, and rounding up would wrap
   mapped_ = align_up(bytes, page);
   data_ = map_huge_page_aligned(mapped_);
   if (data_ == nullptr) throw std::bad_alloc();

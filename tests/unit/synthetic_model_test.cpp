@@ -387,7 +387,8 @@ TEST(SyntheticModel, CommandLine) {
   }
   // The peaks are the best of three probes: at the start, and right before and after the prefills.
   for (const auto& [peak, probes] : {std::pair{"fp32_peak_gflops", "fp32_peak_probes_gflops"},
-                                      std::pair{"int8_peak_gops", "int8_peak_probes_gops"}}) {
+                                      std::pair{"int8_peak_gops", "int8_peak_probes_gops"},
+                                      std::pair{"int8_product_peak_gops", "int8_product_peak_probes_gops"}}) {
     ASSERT_EQ(j[probes].size(), 3u) << probes;
     double best = 0.0;
     for (const auto& v : j[probes]) best = std::max(best, v.get<double>());
