@@ -127,11 +127,12 @@ void BM_Softmax(benchmark::State& state) {
   }
 }
 
-// A prompt's attention for one layer on one thread, as the forward pass calls it: runs of 8 tokens over
-// TinyLlama's heads (32 query, 4 kv, head_dim 64) and an f16 KV cache in 16-position blocks. Counter: GFLOP/s
-// (QK and PV, 2 flops per multiply-add, the causal half only).
-void BM_AttentionPrefill(benchmark::State& state) {
-  const int64_t n_prompt = state.range(0), run = 8, block = 16;
+// Attention for one layer on one thread, as the forward pass calls it, over TinyLlama's heads (32 query, 4 kv,
+// head_dim 64) and an f16 KV cache in 16-position blocks: a whole prompt in runs of 8 tokens, or one decode
+// step at the last position. Counter: GFLOP/s (QK and PV, 2 flops per multiply-add, causal).
+// Arg 0: positions; arg 1: tokens per call (8: a prompt's runs; 1: decode steps, the last position only).
+void BM_Attention(benchmark::State& state) {
+  const int64_t n_prompt = state.range(0), run = state.range(1), block = 16;
   const AttentionShape shape{32, 4, 64, 0.125f};
   const int64_t kv_row = shape.n_head_kv * shape.head_dim, q_dim = shape.n_head * shape.head_dim;
   const int64_t n_blocks = (n_prompt + block - 1) / block, row_bytes = kv_row * kv_element_bytes(KvType::F16);
@@ -154,14 +155,16 @@ void BM_AttentionPrefill(benchmark::State& state) {
   std::vector<float> q(size_t(n_prompt * q_dim)), out(q.size());
   for (auto& x : q) x = dist(rng);
   std::vector<float> scratch(size_t(attend_scratch_floats(n_prompt, shape, run)));
+  const bool decode = run == 1;
   for (auto _ : state) {
-    for (int64_t t = 0; t < n_prompt; t += run) {
+    for (int64_t t = decode ? n_prompt - 1 : 0; t < n_prompt; t += run) {
       attend_tokens(q.data() + t * q_dim, q_dim, std::min(run, n_prompt - t), view, t + 1, shape, 0, shape.n_head,
                     scratch.data(), out.data() + t * q_dim, q_dim);
     }
     benchmark::DoNotOptimize(out.data());
   }
-  const double flops = 4.0 * double(shape.head_dim * shape.n_head) * double(n_prompt) * double(n_prompt + 1) / 2;
+  const double flops = decode ? 4.0 * double(shape.head_dim * shape.n_head) * double(n_prompt)
+                              : 4.0 * double(shape.head_dim * shape.n_head) * double(n_prompt) * double(n_prompt + 1) / 2;
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
@@ -177,7 +180,7 @@ BENCHMARK_CAPTURE(BM_Matmul, BF16, TensorType::BF16)->Arg(1)->Arg(16)->UseRealTi
 BENCHMARK_CAPTURE(BM_Matmul, F32, TensorType::F32)->Arg(1)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RmsNorm);
 BENCHMARK(BM_Softmax);
-BENCHMARK(BM_AttentionPrefill)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Attention)->Args({512, 8})->Args({2048, 8})->Args({2048, 1})->Args({8192, 1})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tessera
