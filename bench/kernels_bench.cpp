@@ -17,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kv/kv_pool.h"
 
 namespace tessera {
 namespace {
@@ -128,30 +129,30 @@ void BM_Softmax(benchmark::State& state) {
 }
 
 // Attention for one layer on one thread, as the forward pass calls it, over TinyLlama's heads (32 query, 4 kv,
-// head_dim 64) and an f16 KV cache in 16-position blocks: a whole prompt in runs of 8 tokens, or one decode
+// head_dim 64, 22 layers) and an f16 KvPool in 16-position blocks: a whole prompt in runs of 8 tokens, or one decode
 // step at the last position. Counter: GFLOP/s (QK and PV, 2 flops per multiply-add, causal).
 // Arg 0: positions; arg 1: tokens per call (8: a prompt's runs; 1: decode steps, the last position only).
 void BM_Attention(benchmark::State& state) {
-  const int64_t n_prompt = state.range(0), run = state.range(1), block = 16;
+  const int64_t n_prompt = state.range(0), run = state.range(1), block = 16, n_layer = 22, layer = 11;
   const AttentionShape shape{32, 4, 64, 0.125f};
   const int64_t kv_row = shape.n_head_kv * shape.head_dim, q_dim = shape.n_head * shape.head_dim;
-  const int64_t n_blocks = (n_prompt + block - 1) / block, row_bytes = kv_row * kv_element_bytes(KvType::F16);
-  std::vector<uint8_t> keys(size_t(n_blocks * block * row_bytes)), values(keys.size());
+  const int64_t n_blocks = (n_prompt + block - 1) / block;
+  // A pool like the engine's: one layer's K (or V) of a block is one region, 22 layers of them apart.
+  KvPool pool(n_layer, shape.n_head_kv, shape.head_dim, n_blocks, block, KvType::F16);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
-  std::vector<float> row(static_cast<size_t>(kv_row));
+  std::vector<float> k(static_cast<size_t>(kv_row)), v(k.size());
   for (int64_t p = 0; p < n_prompt; ++p) {
-    for (auto& x : row) x = dist(rng);
-    encode_kv_row(KvType::F16, row.data(), shape.n_head_kv, shape.head_dim, keys.data() + p * row_bytes, nullptr);
-    for (auto& x : row) x = dist(rng);
-    encode_kv_row(KvType::F16, row.data(), shape.n_head_kv, shape.head_dim, values.data() + p * row_bytes, nullptr);
+    for (auto& x : k) x = dist(rng);
+    for (auto& x : v) x = dist(rng);
+    pool.store(int32_t(p / block), layer, p % block, k.data(), v.data());
   }
   std::vector<const uint8_t*> key_blocks, value_blocks;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    key_blocks.push_back(keys.data() + b * block * row_bytes);
-    value_blocks.push_back(values.data() + b * block * row_bytes);
+  for (int32_t b = 0; b < n_blocks; ++b) {
+    key_blocks.push_back(pool.keys(b, layer));
+    value_blocks.push_back(pool.values(b, layer));
   }
-  const KvBlocksView view{KvType::F16, key_blocks.data(), value_blocks.data(), block, 0};
+  const KvBlocksView view{KvType::F16, key_blocks.data(), value_blocks.data(), block, pool.scales_offset()};
   std::vector<float> q(size_t(n_prompt * q_dim)), out(q.size());
   for (auto& x : q) x = dist(rng);
   std::vector<float> scratch(size_t(attend_scratch_floats(n_prompt, shape, run)));
