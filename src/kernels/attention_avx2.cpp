@@ -88,17 +88,19 @@ struct HeadRows {
 
   // Rows of positions [p0, p0 + n) as fp32 into dst[kChunk][stride] (zero past n and past head_dim), and their
   // per-head scales into scales[kChunk] (1 for unscaled types, 0 past n).
+  // The block and slot advance with the position: one 64-bit division per chunk, not one per row, which a
+  // decode step's few query rows do not amortize.
   void load(int64_t p0, int64_t n, int64_t stride, float* dst, float* scales) const {
     const int64_t n_vec = head_dim / 8 * 8;
-    for (int64_t j = 0; j < kChunk; ++j) {
+    int64_t block_index = p0 / block_size, slot = p0 % block_size;
+    for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == block_size ? (++block_index, 0) : slot + 1) {
       float* d = dst + j * stride;
       if (j >= n) {
         std::memset(d, 0, size_t(stride) * sizeof(float));
         scales[j] = 0.0f;
         continue;
       }
-      const uint8_t* block = blocks[(p0 + j) / block_size];
-      const int64_t slot = (p0 + j) % block_size;
+      const uint8_t* block = blocks[block_index];
       const uint8_t* row = block + slot * row_bytes + head_offset;
       for (int64_t i = 0; i < n_vec; i += 8) _mm256_storeu_ps(d + i, load8<T>(row, i, fp8_table));
       for (int64_t i = n_vec; i < stride; ++i) d[i] = i < head_dim ? load1<T>(row, i, fp8_table) : 0.0f;

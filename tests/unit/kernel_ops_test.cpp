@@ -192,6 +192,38 @@ TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
   }
 }
 
+TEST_P(KernelOps, AttentionDoesNotDependOnBlockSize) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  // The same rows in blocks of 16, 5, 3 and 1 positions (chunks of 8 positions cross block edges anywhere).
+  const AttentionShape shape{8, 2, 40, 0.15f};
+  const int64_t kv_row = shape.n_head_kv * shape.head_dim, q_dim = shape.n_head * shape.head_dim, n_pos = 37,
+                n_tokens = 11, n_rows = n_pos + n_tokens - 1;
+  const auto q = random_floats(size_t(n_tokens * q_dim), 31, 2.0f);
+  for (KvType type : {KvType::F16, KvType::I8}) {
+    std::vector<float> first;
+    for (int64_t block_size : {16, 5, 3, 1}) {
+      const int64_t n_blocks = (n_rows + block_size - 1) / block_size;
+      // Rows past n_rows (the last block's tail) are never read; the first n_rows are the same for every size.
+      auto k = random_floats(size_t(n_rows * kv_row), 32), v = random_floats(size_t(n_rows * kv_row), 33);
+      k.resize(size_t(n_blocks * block_size * kv_row), 0.0f);
+      v.resize(k.size(), 0.0f);
+      std::vector<int64_t> identity;
+      for (int64_t b = 0; b < n_blocks; ++b) identity.push_back(b);
+      const auto ek = encode_blocks(type, k, n_blocks, block_size, shape.n_head_kv, shape.head_dim, identity);
+      const auto ev = encode_blocks(type, v, n_blocks, block_size, shape.n_head_kv, shape.head_dim, identity);
+      const KvBlocksView view{type, ek.ptrs.data(), ev.ptrs.data(), block_size, ek.scales_offset};
+      std::vector<float> scratch(size_t(attend_scratch_floats(n_rows, shape, n_tokens))), out(size_t(n_tokens * q_dim));
+      attend_tokens(q.data(), q_dim, n_tokens, view, n_pos, shape, 0, shape.n_head, scratch.data(), out.data(), q_dim,
+                    GetParam());
+      if (first.empty()) {
+        first = out;
+      } else {
+        EXPECT_EQ(out, first) << kv_type_name(type) << ", blocks of " << block_size;
+      }
+    }
+  }
+}
+
 TEST(KvEncoding, RowsRoundTripWithinTheTypePrecision) {
   const int64_t n_head_kv = 3, head_dim = 24;
   const auto x = random_floats(size_t(n_head_kv * head_dim), 11, 3.0f);
