@@ -375,6 +375,50 @@ __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t
   static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
+// Q8_0x8 for groups `group` and `group + 1` at once (16 rows, NT tokens): each activation broadcast serves both
+// groups' weight vectors, one load fewer per two products than tile_q8_0x8 with 8 tokens. Every element runs
+// tile_q8_0x8's operations in the same order (the same int32 block sums, scale product and FMA), so the bits
+// match whichever tile computes it.
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q8_0x8_pair(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 272;
+  const int64_t nb = a.n_in / 32;
+  const TileActs<NT> x(a, t0);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[2][NT];
+  static_for<2>([&](auto g) { static_for<NT>([&](auto t) { acc[g][t] = _mm256_setzero_ps(); }); });
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk[2] = {group_block(a, group, b, kBlockBytes), group_block(a, group + 1, b, kBlockBytes)};
+    __m256i s32[2][NT];
+    static_for<2>([&](auto g) { static_for<NT>([&](auto t) { s32[g][t] = _mm256_setzero_si256(); }); });
+    static_for<8>([&](auto j) {
+      __m256i v[2], abs_w[2];
+      static_for<2>([&](auto g) {
+        v[g] = _mm256_loadu_si256((const __m256i*)(blk[g] + 16 + 32 * j));
+        abs_w[g] = _mm256_abs_epi8(v[g]);
+      });
+      static_for<NT>([&](auto t) {
+        const __m256i xv = broadcast32(x.q[t] + b * 32 + 4 * j);
+        static_for<2>([&](auto g) {
+          const __m256i signed_x = _mm256_sign_epi8(xv, v[g]);
+          s32[g][t] = _mm256_add_epi32(s32[g][t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w[g], signed_x), ones));
+          keep_in_register(s32[g][t]);
+        });
+      });
+    });
+    static_for<2>([&](auto g) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk[g]));
+      static_for<NT>([&](auto t) {
+        acc[g][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[g][t]),
+                                    _mm256_mul_ps(dw, _mm256_broadcast_ss(x.scale[t] + b)), acc[g][t]);
+      });
+    });
+  }
+  static_for<2>([&](auto g) {
+    static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + (group + g) * 8, acc[g][t]); });
+  });
+}
+
 // I8x8 (kernels/interleave.h), one group of 8 rows for NT tokens: Q8_0x8's products without block scales. The
 // whole row reduces in exact int32 lanes (one per row) and is scaled once by the 8 rows' scales times the
 // token's, the same integers and the same final multiply as the row kernel (tile_i8).
@@ -555,6 +599,10 @@ __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t
 // fit with 8.
 constexpr int kWideTileTokens = 8;
 
+// Q8_0x8 batches go two groups (16 rows) by 4 tokens (tile_q8_0x8_pair): one activation broadcast per two
+// products. 1-core, in-cache 128- and 512-token products ran 2-3 % faster than with 8-token single-group tiles.
+constexpr int kPairTileTokens = 4;
+
 inline bool takes_wide_tiles(KernelType type) { return type == KernelType::Q8_0x8 || type == KernelType::I8x8; }
 
 template <int NT>
@@ -579,7 +627,22 @@ void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       std::max<int64_t>(kWideTileTokens, (192 << 10) / (2 * a.n_in) / kWideTileTokens * kWideTileTokens);
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
-    for (int64_t g = row_begin / 8; g < row_end / 8; ++g) {
+    int64_t g = row_begin / 8;
+    if (a.type == KernelType::Q8_0x8 && te - tb >= kPairTileTokens) {
+      for (; g + 2 <= row_end / 8; g += 2) {
+        int64_t t = tb;
+        for (; t + kPairTileTokens <= te; t += kPairTileTokens) tile_q8_0x8_pair<kPairTileTokens>(a, t, g);
+        for (int64_t h = g; h < g + 2; ++h) {
+          switch (te - t) {
+            case 3: tile_interleaved<3>(a, t, h); break;
+            case 2: tile_interleaved<2>(a, t, h); break;
+            case 1: tile_interleaved<1>(a, t, h); break;
+            default: break;
+          }
+        }
+      }
+    }
+    for (; g < row_end / 8; ++g) {
       int64_t t = tb;
       if (wide)
         for (; t + kWideTileTokens <= te; t += kWideTileTokens) tile_interleaved<kWideTileTokens>(a, t, g);
