@@ -375,37 +375,45 @@ __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t
   static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
-// Q8_0x8 for groups `group` and `group + 1` at once (16 rows, NT tokens): each activation broadcast serves both
-// groups' weight vectors, one load fewer per two products than tile_q8_0x8 with 8 tokens. Every element runs
-// tile_q8_0x8's operations in the same order (the same int32 block sums, scale product and FMA), so the bits
-// match whichever tile computes it.
+// Two groups (16 rows) at once, for NT tokens: s32[g][t] += the int32 lanes of the 8 weight vectors of block b,
+// each loaded from blk[g] + offset + 32·j, times token t's activations, as in s32_products (|w| · (x with w's
+// sign)). Each activation broadcast serves both groups' vectors: one load fewer per two products than one group.
+template <int NT>
+TESSERA_INLINE inline void pair_block_products(const uint8_t* const blk[2], int offset, const TileActs<NT>& x,
+                                               int64_t b, __m256i s32[2][NT]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  static_for<8>([&](auto j) {
+    __m256i v[2], abs_w[2];
+    static_for<2>([&](auto g) {
+      v[g] = _mm256_loadu_si256((const __m256i*)(blk[g] + offset + 32 * j));
+      abs_w[g] = _mm256_abs_epi8(v[g]);
+    });
+    static_for<NT>([&](auto t) {
+      const __m256i xv = broadcast32(x.q[t] + b * 32 + 4 * j);
+      static_for<2>([&](auto g) {
+        const __m256i signed_x = _mm256_sign_epi8(xv, v[g]);
+        s32[g][t] = _mm256_add_epi32(s32[g][t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w[g], signed_x), ones));
+        keep_in_register(s32[g][t]);
+      });
+    });
+  });
+}
+
+// Q8_0x8 for groups `group` and `group + 1` at once (16 rows, NT tokens). Every element runs tile_q8_0x8's
+// operations in the same order (the same int32 block sums, scale product and FMA), so the bits match whichever
+// tile computes it.
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q8_0x8_pair(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 272;
   const int64_t nb = a.n_in / 32;
   const TileActs<NT> x(a, t0);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[2][NT];
   static_for<2>([&](auto g) { static_for<NT>([&](auto t) { acc[g][t] = _mm256_setzero_ps(); }); });
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk[2] = {group_block(a, group, b, kBlockBytes), group_block(a, group + 1, b, kBlockBytes)};
     __m256i s32[2][NT];
     static_for<2>([&](auto g) { static_for<NT>([&](auto t) { s32[g][t] = _mm256_setzero_si256(); }); });
-    static_for<8>([&](auto j) {
-      __m256i v[2], abs_w[2];
-      static_for<2>([&](auto g) {
-        v[g] = _mm256_loadu_si256((const __m256i*)(blk[g] + 16 + 32 * j));
-        abs_w[g] = _mm256_abs_epi8(v[g]);
-      });
-      static_for<NT>([&](auto t) {
-        const __m256i xv = broadcast32(x.q[t] + b * 32 + 4 * j);
-        static_for<2>([&](auto g) {
-          const __m256i signed_x = _mm256_sign_epi8(xv, v[g]);
-          s32[g][t] = _mm256_add_epi32(s32[g][t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w[g], signed_x), ones));
-          keep_in_register(s32[g][t]);
-        });
-      });
-    });
+    pair_block_products<NT>(blk, 16, x, b, s32);
     static_for<2>([&](auto g) {
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk[g]));
       static_for<NT>([&](auto t) {
@@ -416,6 +424,27 @@ __attribute__((noinline, flatten)) void tile_q8_0x8_pair(const MatmulArgs& a, in
   }
   static_for<2>([&](auto g) {
     static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + (group + g) * 8, acc[g][t]); });
+  });
+}
+
+// I8x8 for groups `group` and `group + 1` at once: tile_i8x8's whole-row int32 sums and final multiply.
+template <int NT>
+__attribute__((noinline, flatten)) void tile_i8x8_pair(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 256;
+  const int64_t nb = a.n_in / 32;
+  const TileActs<NT> x(a, t0);
+  __m256i s32[2][NT];
+  static_for<2>([&](auto g) { static_for<NT>([&](auto t) { s32[g][t] = _mm256_setzero_si256(); }); });
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk[2] = {group_block(a, group, b, kBlockBytes), group_block(a, group + 1, b, kBlockBytes)};
+    pair_block_products<NT>(blk, 0, x, b, s32);
+  }
+  static_for<2>([&](auto g) {
+    const __m256 row_scales = _mm256_loadu_ps(a.row_scales + (group + g) * 8);
+    static_for<NT>([&](auto t) {
+      const __m256 scale = _mm256_mul_ps(row_scales, _mm256_set1_ps(a.xq.scale[t0 + t]));
+      _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + (group + g) * 8, _mm256_mul_ps(_mm256_cvtepi32_ps(s32[g][t]), scale));
+    });
   });
 }
 
@@ -592,15 +621,17 @@ __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t
   static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
-// Q8_0x8 and I8x8 take 8 tokens a tile: each weight vector's |w| is computed once for all of them, and the 8
+// A group of Q8_0x8 or I8x8 rows without a partner (an odd group count in a thread's rows) takes 8 tokens a
+// tile: each weight vector's |w| is computed once for all of them, and the 8
 // int32 accumulators (8 more fp32 ones for Q8_0, which GCC spills once a block) still leave registers for the
 // weights. 1-core, in-cache 512-token products ran 7 % faster than with 4-token tiles (Q8_0 112 → 119 GOP/s,
 // I8 126 → 133). The 4-bit and 6-bit kinds keep 4: their int16 and fp32 accumulators and bit masks would not
 // fit with 8.
 constexpr int kWideTileTokens = 8;
 
-// Q8_0x8 batches go two groups (16 rows) by 4 tokens (tile_q8_0x8_pair): one activation broadcast per two
-// products. 1-core, in-cache 128- and 512-token products ran 2-3 % faster than with 8-token single-group tiles.
+// Q8_0x8 and I8x8 batches go two groups (16 rows) by 4 tokens (tile_q8_0x8_pair, tile_i8x8_pair): one
+// activation broadcast per two products. 512-token prefills ran 2-23 % faster at model level than with 8-token
+// single-group tiles (docs/performance.md).
 constexpr int kPairTileTokens = 4;
 
 inline bool takes_wide_tiles(KernelType type) { return type == KernelType::Q8_0x8 || type == KernelType::I8x8; }
@@ -628,10 +659,11 @@ void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
     int64_t g = row_begin / 8;
-    if (a.type == KernelType::Q8_0x8 && te - tb >= kPairTileTokens) {
+    if (takes_wide_tiles(a.type) && te - tb >= kPairTileTokens) {
+      const auto pair_tile = a.type == KernelType::Q8_0x8 ? tile_q8_0x8_pair<kPairTileTokens> : tile_i8x8_pair<kPairTileTokens>;
       for (; g + 2 <= row_end / 8; g += 2) {
         int64_t t = tb;
-        for (; t + kPairTileTokens <= te; t += kPairTileTokens) tile_q8_0x8_pair<kPairTileTokens>(a, t, g);
+        for (; t + kPairTileTokens <= te; t += kPairTileTokens) pair_tile(a, t, g);
         for (int64_t h = g; h < g + 2; ++h) {
           switch (te - t) {
             case 3: tile_interleaved<3>(a, t, h); break;
