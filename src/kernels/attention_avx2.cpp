@@ -110,10 +110,6 @@ struct HeadRows {
   }
 };
 
-// Pins a loaded vector in a register: GCC otherwise folds the load into each FMA that uses it, as a memory
-// operand, and so loads it once per query row instead of once.
-TESSERA_INLINE inline void in_register(__m256& v) { asm("" : "+x"(v)); }
-
 // For R query rows at once: acc_r[0..NV) += Σ_j w[r][j] · rows[j][0..8·NV), j in position order. Each value row
 // loaded serves the R query rows (one load per R FMAs instead of one per FMA, which bound the one-row loop); every
 // output element still runs the same FMA chain, so the result does not depend on R.
@@ -129,7 +125,7 @@ inline void accumulate_values(const float (*w)[kChunk], int64_t n, const float* 
     static_for<R>([&](auto r) { wj[r] = _mm256_set1_ps(w[r][j]); });
     static_for<NV>([&](auto v) {
       __m256 vj = _mm256_loadu_ps(rows + j * stride + 8 * v);
-      in_register(vj);
+      keep_in_register(vj);  // one load for the R rows, not one per FMA
       static_for<R>([&](auto r) { acc[r][v] = _mm256_fmadd_ps(wj[r], vj, acc[r][v]); });
     });
   }
@@ -167,7 +163,7 @@ inline void score_row_pair(const float* q0, const float* q1, const float* rows, 
       const __m256 a = _mm256_loadu_ps(q0 + i), b = _mm256_loadu_ps(q1 + i);
       static_for<4>([&](auto j) {
         __m256 kj = _mm256_loadu_ps(k + j * stride + i);
-        in_register(kj);
+        keep_in_register(kj);  // one load for both rows, not one per FMA
         acc[j] = _mm256_fmadd_ps(a, kj, acc[j]);
         acc[4 + j] = _mm256_fmadd_ps(b, kj, acc[4 + j]);
       });

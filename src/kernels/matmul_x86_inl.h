@@ -259,11 +259,6 @@ inline __m256i broadcast32(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Integer adds are associative, so GCC may turn a block's chain of accumulations into a tree: it then keeps every
-// product of the block alive at once and spills most of them to the stack (a store and a reload per product).
-// An empty asm that "may change" the accumulator pins the chain in the order written.
-inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
-
 // Block b of an interleaved group of 8 rows, with the bytes kPrefetchBytes further on requested.
 TESSERA_INLINE inline const uint8_t* group_block(const MatmulArgs& a, int64_t group, int64_t b, int block_bytes) {
   const uint8_t* blk = a.w + static_cast<size_t>(group) * 8 * a.row_bytes + b * block_bytes;
@@ -652,26 +647,31 @@ void tile_interleaved(const MatmulArgs& a, int64_t t0, int64_t group) {
 // tiles. With all tokens in one pass, a long prompt's activations (2 MiB for 512 tokens of 2048) would stream
 // from L3 once per group: 512-token products ran ~8% slower than 32-token ones per token. Weights are re-read
 // once per block, from L3 for a matrix that fits there. Tiles give the same bits wherever they start.
+// Tiles of 3, 2 or 1 tokens for the last tokens [t, te) of a block in group g.
+inline void remainder_tiles(const MatmulArgs& a, int64_t t, int64_t te, int64_t g) {
+  switch (te - t) {
+    case 3: tile_interleaved<3>(a, t, g); break;
+    case 2: tile_interleaved<2>(a, t, g); break;
+    case 1: tile_interleaved<1>(a, t, g); break;
+    default: break;
+  }
+}
+
 void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const bool wide = takes_wide_tiles(a.type);
+  const auto pair_tile =
+      a.type == KernelType::Q8_0x8 ? tile_q8_0x8_pair<kPairTileTokens> : tile_i8x8_pair<kPairTileTokens>;
   const int64_t block =
       std::max<int64_t>(kWideTileTokens, (192 << 10) / (2 * a.n_in) / kWideTileTokens * kWideTileTokens);
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
     int64_t g = row_begin / 8;
-    if (takes_wide_tiles(a.type) && te - tb >= kPairTileTokens) {
-      const auto pair_tile = a.type == KernelType::Q8_0x8 ? tile_q8_0x8_pair<kPairTileTokens> : tile_i8x8_pair<kPairTileTokens>;
+    if (wide && te - tb >= kPairTileTokens) {
       for (; g + 2 <= row_end / 8; g += 2) {
         int64_t t = tb;
         for (; t + kPairTileTokens <= te; t += kPairTileTokens) pair_tile(a, t, g);
-        for (int64_t h = g; h < g + 2; ++h) {
-          switch (te - t) {
-            case 3: tile_interleaved<3>(a, t, h); break;
-            case 2: tile_interleaved<2>(a, t, h); break;
-            case 1: tile_interleaved<1>(a, t, h); break;
-            default: break;
-          }
-        }
+        remainder_tiles(a, t, te, g);
+        remainder_tiles(a, t, te, g + 1);
       }
     }
     for (; g < row_end / 8; ++g) {
@@ -679,12 +679,7 @@ void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       if (wide)
         for (; t + kWideTileTokens <= te; t += kWideTileTokens) tile_interleaved<kWideTileTokens>(a, t, g);
       for (; t + kTileTokens <= te; t += kTileTokens) tile_interleaved<kTileTokens>(a, t, g);
-      switch (te - t) {
-        case 3: tile_interleaved<3>(a, t, g); break;
-        case 2: tile_interleaved<2>(a, t, g); break;
-        case 1: tile_interleaved<1>(a, t, g); break;
-        default: break;
-      }
+      remainder_tiles(a, t, te, g);
     }
   }
 }

@@ -1,4 +1,4 @@
-// Compile-time unrolling for SIMD kernels that keep an array of accumulators in registers.
+// Compile-time unrolling, and a register pin, for SIMD kernels that keep accumulators in registers.
 #pragma once
 
 #include <utility>
@@ -15,6 +15,15 @@ TESSERA_INLINE inline void static_for(F&& f) {
   [&]<int... I>(std::integer_sequence<int, I...>) TESSERA_INLINE {
     (f(std::integral_constant<int, I>{}), ...);
   }(std::make_integer_sequence<int, N>{});
+}
+
+// Pins a vector (__m256, __m256i, ...) in a register at this point: an empty asm that "may change" it. Two uses:
+// integer adds are associative, so GCC may turn a chain of accumulations into a tree that keeps every product
+// alive at once and spills most of them (a store and a reload per product); and GCC may fold a loaded vector
+// into each FMA that uses it as a memory operand, loading it once per use instead of once.
+template <typename Vector>
+TESSERA_INLINE inline void keep_in_register(Vector& v) {
+  asm("" : "+x"(v));
 }
 
 }  // namespace tessera::kernels
