@@ -120,8 +120,19 @@ double measure_fp32_peak_gflops(ThreadPool& pool, int reps) {
   if (probe_isa() == Isa::Scalar) {
     return best_rate_g(pool, reps, 2.0 * kScalarChains, [](int64_t n) { return fma_chains_scalar(n); });
   }
+  if (probe_isa() == Isa::Avx512Vnni) {
+    return best_rate_g(pool, reps, 2.0 * 16 * roofline::kFmaChains,
+                       [](int64_t n) { return roofline::fma_chains_avx512(n); });
+  }
   return best_rate_g(pool, reps, 2.0 * 8 * roofline::kFmaChains,
                      [](int64_t n) { return roofline::fma_chains_avx2(n); });
+}
+
+bool has_bf16_peak() { return active_isa() >= Isa::Avx512Bf16; }
+
+double measure_bf16_peak_gflops(ThreadPool& pool, int reps) {
+  if (!has_bf16_peak()) return 0.0;
+  return best_rate_g(pool, reps, 2.0 * 32 * roofline::kBf16Chains, [](int64_t n) { return roofline::bf16_chains(n); });
 }
 
 double measure_int8_peak_gops(ThreadPool& pool, int reps) {
@@ -130,7 +141,7 @@ double measure_int8_peak_gops(ThreadPool& pool, int reps) {
       return best_rate_g(pool, reps, 2.0 * kScalarChains, [](int64_t n) { return int8_chains_scalar(n); });
     case Isa::Avx512Vnni:
     case Isa::Avx512Bf16:
-      return best_rate_g(pool, reps, 2.0 * 32 * roofline::kInt8ChainsVnni,
+      return best_rate_g(pool, reps, 2.0 * 64 * roofline::kInt8ChainsVnni,
                          [](int64_t n) { return roofline::int8_chains_vnni(n); });
     default:
       return best_rate_g(pool, reps, 2.0 * 32 * roofline::kInt8ChainsAvx2,
@@ -156,13 +167,23 @@ void PeakProbes::measure(ThreadPool& pool, int reps) {
   fp32_gflops.values.push_back(measure_fp32_peak_gflops(pool, reps));
   int8_gops.values.push_back(measure_int8_peak_gops(pool, reps));
   int8_product_gops.values.push_back(measure_int8_product_peak_gops(pool, reps));
+  if (has_bf16_peak()) bf16_gflops.values.push_back(measure_bf16_peak_gflops(pool, reps));
+}
+
+std::string_view fp32_peak_instruction() {
+  switch (probe_isa()) {
+    case Isa::Scalar: return "scalar mulss+addss";
+    case Isa::Avx512Vnni:
+    case Isa::Avx512Bf16: return "vfmadd231ps zmm";
+    default: return "vfmadd231ps ymm";
+  }
 }
 
 std::string_view int8_peak_instruction() {
   switch (probe_isa()) {
     case Isa::Scalar: return "scalar imul";
     case Isa::Avx512Vnni:
-    case Isa::Avx512Bf16: return "vpdpbusd ymm";
+    case Isa::Avx512Bf16: return "vpdpbusd zmm";
     default: return "vpmaddubsw+vpmaddwd ymm";
   }
 }

@@ -36,15 +36,24 @@ class ReadBandwidthProbe {
   uint64_t sink_ = 0;  // keeps the reads observable
 };
 
+// Peaks are probed with the widest vectors the kernels at the active ISA level may use: 256-bit on AVX2,
+// 512-bit with AVX-512 (where a core with a full 512-bit datapath doubles the rate).
+
 // Peak fp32 multiply-add rate in GFLOP/s (2 flops per lane per FMA), best of `reps` runs of ~20 ms each:
-// independent 256-bit FMA chains held in registers, the vector width every matmul kernel uses.
+// independent FMA chains held in registers.
 double measure_fp32_peak_gflops(ThreadPool& pool, int reps);
 
-// Peak int8 dot-product rate in GOP/s (2 ops per byte product): vpmaddubsw + vpmaddwd on AVX2, vpdpbusd
-// (256-bit, as the kernels issue it) with AVX-512 VNNI.
+// Peak int8 dot-product rate in GOP/s (2 ops per byte product): vpmaddubsw + vpmaddwd on AVX2, 512-bit
+// vpdpbusd with AVX-512 VNNI.
 double measure_int8_peak_gops(ThreadPool& pool, int reps);
 
-// The instructions measure_int8_peak_gops times at the active ISA level, for reports.
+// Whether the active level has bf16 dot products (AVX-512 BF16), and their peak in GFLOP/s (512-bit
+// vdpbf16ps: 2 flops per bf16 product); 0 without them.
+bool has_bf16_peak();
+double measure_bf16_peak_gflops(ThreadPool& pool, int reps);
+
+// The instructions the fp32 and int8 probes time at the active ISA level, with their width, for reports.
+std::string_view fp32_peak_instruction();
 std::string_view int8_peak_instruction();
 
 // The byte-product rate alone, in GOP/s: vpmaddubsw with its int16 pair sums added in int16 and never widened
@@ -65,6 +74,7 @@ struct ProbeSeries {
 // The compute peaks, probed together each time measure() runs.
 struct PeakProbes {
   ProbeSeries fp32_gflops, int8_gops, int8_product_gops;
+  ProbeSeries bf16_gflops;  // empty without AVX-512 BF16
   void measure(ThreadPool& pool, int reps);
 };
 

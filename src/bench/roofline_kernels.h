@@ -12,7 +12,10 @@ uint64_t read_sum_avx2(const uint8_t* p, size_t n);
 // kFmaChains independent 8-lane fp32 FMA chains for `iters` iterations.
 inline constexpr int kFmaChains = 12;
 float fma_chains_avx2(int64_t iters);
-// kInt8Chains maddubs + madd + add chains (AVX2) / dpbusd chains (VNNI), 32 byte products each per iteration.
+// kFmaChains independent 16-lane fp32 FMA chains (zmm) for `iters` iterations.
+float fma_chains_avx512(int64_t iters);
+// kInt8Chains maddubs + madd + add chains (AVX2, 32 byte products each per iteration) / 512-bit dpbusd chains
+// (VNNI, 64 byte products each).
 inline constexpr int kInt8ChainsAvx2 = 4;
 inline constexpr int kInt8ChainsVnni = 12;
 int32_t int8_chains_avx2(int64_t iters);
@@ -21,5 +24,8 @@ int32_t int8_chains_avx2(int64_t iters);
 inline constexpr int kInt8ProductChainsAvx2 = 8;
 int32_t int8_product_chains_avx2(int64_t iters);
 int32_t int8_chains_vnni(int64_t iters);
+// kBf16Chains 512-bit vdpbf16ps chains (AVX-512 BF16), 32 bf16 products (64 flops) each per iteration.
+inline constexpr int kBf16Chains = 12;
+float bf16_chains(int64_t iters);
 
 }  // namespace tessera::roofline
