@@ -26,6 +26,7 @@ struct ActScratch {
   std::vector<float> scale;
   std::vector<float> block_sum;
   std::vector<int16_t> sum16;
+  std::vector<int32_t> row_sum;
   std::vector<float> masked, outlier_val;  // I8 with an outlier threshold
   std::vector<int32_t> outlier_count, outlier_col;
 };
@@ -127,6 +128,7 @@ kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_i
   float* scale = grow(scratch.scale, nt * (per_row ? 1 : nb));
   float* block_sum = grow(scratch.block_sum, nt * nb);
   int16_t* sum16 = grow(scratch.sum16, nt * nb * 2);
+  int32_t* row_sum = grow(scratch.row_sum, nt);
   const bool outliers = per_row && outlier_threshold > 0.0f;
   const size_t n_x = outliers ? nt * static_cast<size_t>(n_in) : 0;
   float* masked = outliers ? grow(scratch.masked, n_x) : nullptr;
@@ -135,7 +137,7 @@ kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_i
   int32_t* o_count = outliers ? grow(scratch.outlier_count, nt) : nullptr;
   auto prepare = [&](int64_t begin, int64_t end) {
     if (outliers) split_int8_outliers(x, n_in, begin, end, outlier_threshold, masked, o_count, o_col, o_val);
-    quant_fn(outliers ? masked : x, n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16);
+    quant_fn(outliers ? masked : x, n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16, row_sum);
   };
   // Quantizing is ~1% of the matmul's work; only large batches are worth a parallel region of their own.
   if (n_tokens * n_in >= (int64_t{1} << 16) && pool.size() > 1) {
@@ -143,7 +145,7 @@ kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_i
   } else {
     prepare(0, n_tokens);
   }
-  return kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16, o_count, o_col, o_val};
+  return kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16, row_sum, o_count, o_col, o_val};
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
 }
 
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16) {
-  quantize_acts_impl(x, n_in, t_begin, t_end, per_row, q, q_abs, scale, block_sum, sum16);
+                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum) {
+  quantize_acts_impl(x, n_in, t_begin, t_end, per_row, q, q_abs, scale, block_sum, sum16, row_sum);
 }
 
 }  // namespace tessera::kernels::avx2

@@ -16,6 +16,7 @@ struct QuantizedActs {
   const float* scale = nullptr;      // [n_tokens, n_in / 32]
   const float* block_sum = nullptr;  // [n_tokens, n_in / 32] scale * Σq over the block (Q4_K mins)
   const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Q6_K's -32 offset)
+  const int32_t* row_sum = nullptr;  // [n_tokens] Σq over the whole row, I8 only (VNNI's unsigned-weight offset)
   // I8 with an outlier threshold (else null): per token, the columns left out of q (stored as 0 there) and
   // their fp32 values, in increasing column order; token t's list starts at t * n_in.
   const int32_t* outlier_count = nullptr;  // [n_tokens]
@@ -49,18 +50,18 @@ using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t
 // scale per token (I8 weights) instead of one per block of 32.
 using QuantizeActsFn = void (*)(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row,
                                 int8_t* q, int8_t* q_abs, float* scale, float* block_sum,
-                                int16_t* sum16);
+                                int16_t* sum16, int32_t* row_sum);
 
 namespace avx2 {
 void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16);
+                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
 }  // namespace avx2
 
 namespace avx512 {
 void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16);
+                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
 }  // namespace avx512
 
 }  // namespace tessera::kernels

@@ -71,7 +71,7 @@ inline __m256i quantize32(const float* x, __m256 mul, __m256i i[4]) {
 // ---- activation quantization --------------------------------------------------------------------------------
 
 void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                        int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16) {
+                        int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum) {
   const int64_t nb = n_in / 32;
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* xt = x + t * n_in;
@@ -87,16 +87,21 @@ void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t
       const float d = amax / 127.0f;
       const float inv = d > 0.0f ? 1.0f / d : 0.0f;
       const __m256 mul = _mm256_set1_ps(inv);
+      __m256i sum = _mm256_setzero_si256();
       for (i = 0; i + 32 <= n_in; i += 32) {
         const __m256i qv = quantize32(xt + i, mul, iv);
         _mm256_storeu_si256((__m256i*)(qt + i), qv);
         _mm256_storeu_si256((__m256i*)(at + i), _mm256_abs_epi8(qv));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3])));
       }
+      int32_t total = hsum_epi32(sum);
       for (; i < n_in; ++i) {
         qt[i] = static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(xt[i] * inv)));
         at[i] = static_cast<int8_t>(qt[i] < 0 ? -qt[i] : qt[i]);
+        total += qt[i];
       }
       scale[t] = d;
+      row_sum[t] = total;
       continue;
     }
     for (int64_t b = 0; b < nb; ++b) {
