@@ -24,6 +24,8 @@ void add_serve_command(CLI::App& app, CommandAction& action);
 void add_loadgen_command(CLI::App& app, CommandAction& action);
 void add_make_model_command(CLI::App& app, CommandAction& action);
 void add_bench_command(CLI::App& app, CommandAction& action);
+// `bench serve`, a subcommand of `bench` (tools/cmd_bench_serve.cpp).
+void add_bench_serve_subcommand(CLI::App* bench, CommandAction& action);
 void add_tokenize_command(CLI::App& app, CommandAction& action);
 void add_quantize_command(CLI::App& app, CommandAction& action);
 void add_perplexity_command(CLI::App& app, CommandAction& action);
