@@ -13,13 +13,22 @@
 namespace tessera {
 
 struct OfflineBenchOptions {
+  static EngineOptions sixteen_slots() {
+    EngineOptions e;
+    e.max_seqs = 16;
+    return e;
+  }
+
   int n_requests = 64;
   int prompt_tokens = 128;
   int min_output_tokens = 32;   // output lengths are uniform in [min, max]
   int max_output_tokens = 256;
   uint64_t seed = 1;
   std::vector<BatchingMode> modes = {BatchingMode::Static, BatchingMode::Window, BatchingMode::Continuous};
-  EngineOptions engine;         // shared by every mode; `batching` is overridden per mode
+  // Shared by every mode; `batching` is overridden per mode. 16 sequence slots for 64 requests by default, so
+  // that static batching runs in waves held by their longest output and the comparison measures something
+  // (with as many slots as requests, every mode does the same work).
+  EngineOptions engine = sixteen_slots();
   int scaling_sequences = 32;   // the decode-scaling probe: this many sequences vs one
   int scaling_output_tokens = 64;
 };
