@@ -85,7 +85,9 @@ void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t
       float amax = hmax(vmax);
       for (; i < n_in; ++i) amax = max_f(amax, __builtin_fabsf(xt[i]));
       const float d = amax / 127.0f;
-      const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+      // Scales below the smallest normal float would give an infinite inverse, whose products convert to
+      // INT_MIN and saturate to -128 in the bytes but not in the sums (the 512-bit tiles read both).
+      const float inv = d >= 0x1p-126f ? 1.0f / d : 0.0f;
       const __m256 mul = _mm256_set1_ps(inv);
       __m256i sum = _mm256_setzero_si256();
       for (i = 0; i + 32 <= n_in; i += 32) {
@@ -110,7 +112,9 @@ void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, int64_t t
       for (int k = 1; k < 4; ++k) vmax = _mm256_max_ps(vmax, abs_ps(_mm256_loadu_ps(xb + 8 * k)));
       const float amax = hmax(vmax);
       const float d = amax / 127.0f;
-      const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+      // Scales below the smallest normal float would give an infinite inverse, whose products convert to
+      // INT_MIN and saturate to -128 in the bytes but not in the sums (the 512-bit tiles read both).
+      const float inv = d >= 0x1p-126f ? 1.0f / d : 0.0f;
       const __m256i qv = quantize32(xb, _mm256_set1_ps(inv), iv);
       _mm256_storeu_si256((__m256i*)(qt + b * 32), qv);
       _mm256_storeu_si256((__m256i*)(at + b * 32), _mm256_abs_epi8(qv));

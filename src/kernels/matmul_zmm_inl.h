@@ -85,7 +85,8 @@ void pack_tile(const MatmulArgs& a, int64_t t0, int nt, int32_t* q, float* scale
     for (int64_t d = 0; d < nb * 8; ++d) std::memcpy(&q[d * nt + t], xq + 4 * d, 4);
     if constexpr (per_row_acts<K>()) {
       scale[t] = a.xq.scale[t0 + t];
-      start[t] = -128 * a.xq.row_sum[t0 + t];
+      // In wrapping arithmetic: the lanes' true sums fit int32, the offset alone need not (NaN inputs).
+      start[t] = static_cast<int32_t>(static_cast<uint32_t>(a.xq.row_sum[t0 + t]) * 0xffffff80u);
     } else {
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t i = (t0 + t) * nb + b;

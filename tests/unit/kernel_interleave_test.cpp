@@ -133,6 +133,25 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
   }
 }
 
+// Activations far below the smallest normal float (a block or row quantized to zero) and ordinary ones side by
+// side: each token gets the bits it gets alone, at every ISA level (the 512-bit tiles also read the activation
+// sums, which must agree with the stored bytes).
+TEST_P(InterleaveType, TinyActivationsGiveTheSameBitsInBatches) {
+  const int64_t n_in = block_values(GetParam()) == 256 ? 512 : 96, n_out = 64, n_tokens = 9;
+  const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 25);
+  auto x = random_floats(size_t(n_tokens * n_in), 26);
+  for (int64_t t = 0; t < n_tokens; t += 2)
+    for (int64_t i = 0; i < n_in; ++i) x[t * n_in + i] *= 1e-40f;
+  ThreadPool one(1);
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
+    for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+    matmul(m.view, x.data(), n_tokens, y.data(), one, isa);
+    EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size())) << isa_name(isa);
+  }
+}
+
 // Each set of matrices in one matmul_shared_input call gives what separate calls give, at every ISA level, with
 // 1-3 threads, for each token count (inputs drawn from seed + n_tokens).
 void expect_sets_share_input(const std::vector<std::vector<const WeightMatrix*>>& sets, int64_t n_in,
