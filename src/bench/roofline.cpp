@@ -173,8 +173,7 @@ void PeakProbes::measure(ThreadPool& pool, int reps) {
 std::string_view fp32_peak_instruction() {
   switch (probe_isa()) {
     case Isa::Scalar: return "scalar mulss+addss";
-    case Isa::Avx512Vnni:
-    case Isa::Avx512Bf16: return "vfmadd231ps zmm";
+    case Isa::Avx512Vnni: return "vfmadd231ps zmm";
     default: return "vfmadd231ps ymm";
   }
 }

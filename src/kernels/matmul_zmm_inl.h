@@ -58,6 +58,12 @@ constexpr int zmm_block_bytes() {
   return 0;
 }
 
+// Values per block: 32, or a 256-value super-block for the K-quants.
+template <ZmmKind K>
+constexpr int zmm_block_values() {
+  return K == ZmmKind::Q4_K || K == ZmmKind::Q6_K ? 256 : 32;
+}
+
 // A token tile's activations, packed so that a tile addresses all of them from one pointer: with one pointer per
 // token, the pointers of 4-8 tokens and of the weights ran out of general registers and the inner loop reloaded
 // them from the stack. For NT tokens: dword d (bytes 4d..4d+3 of the row) of token t at q[d·NT + t]; per 32-value
@@ -131,6 +137,12 @@ TESSERA_INLINE inline void register_groups(const MatmulArgs& a, int64_t group, c
   static_for<NZ>([&](auto z) TESSERA_INLINE { wz[z] = a.w + static_cast<size_t>(group + 2 * z) * 8 * a.row_bytes; });
 }
 
+// Zeroes a tile's fp32 accumulators.
+template <int NZ, int NT>
+TESSERA_INLINE inline void zero_tile(__m512 (&acc)[NZ][NT]) {
+  static_for<NZ>([&](auto z) TESSERA_INLINE { static_for<NT>([&](auto t) TESSERA_INLINE { acc[z][t] = _mm512_setzero_ps(); }); });
+}
+
 // Stores a tile's fp32 results: register z holds rows (group + 2z)·8 .. +15 of token t0 + t.
 template <int NZ, int NT>
 TESSERA_INLINE inline void store_tile(const MatmulArgs& a, const __m512 (&acc)[NZ][NT], int64_t t0, int64_t group) {
@@ -154,7 +166,7 @@ __attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const Pack
   __m512 acc[NZ][NT];
   __m512i s32[NZ][NT];
   if constexpr (kBlockScales) {
-    static_for<NZ>([&](auto z) { static_for<NT>([&](auto t) { acc[z][t] = _mm512_setzero_ps(); }); });
+    zero_tile(acc);
   } else {
     static_for<NT>([&](auto t) {
       const __m512i start = _mm512_set1_epi32(x.start[t]);
@@ -237,14 +249,14 @@ __attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const Pack
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
                                                         int64_t group, const Ahead ahead) {
-  constexpr int kBlockBytes = 1152;
-  const int64_t nsb = a.n_in / 256;
+  constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q4_K>();
+  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q4_K>();
   const size_t gs = 8 * a.row_bytes;
   const uint8_t* wz[NZ];
   register_groups<NZ>(a, group, wz);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   __m512 acc[NZ][NT];
-  static_for<NZ>([&](auto z) TESSERA_INLINE { static_for<NT>([&](auto t) TESSERA_INLINE { acc[z][t] = _mm512_setzero_ps(); }); });
+  zero_tile(acc);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk[NZ];
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
@@ -297,8 +309,8 @@ __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, con
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
                                                         int64_t group, const Ahead ahead) {
-  constexpr int kBlockBytes = 1680;
-  const int64_t nsb = a.n_in / 256;
+  constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q6_K>();
+  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q6_K>();
   const size_t gs = 8 * a.row_bytes;
   const uint8_t* wz[NZ];
   register_groups<NZ>(a, group, wz);
@@ -306,7 +318,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
   // Each 32-bit lane's low int16 copied to its high one: a row's scale for both halves of a vpmaddwd pair.
   const __m512i dup16 = _mm512_set4_epi32(0x0d0c0d0c, 0x09080908, 0x05040504, 0x01000100);
   __m512 acc[NZ][NT];
-  static_for<NZ>([&](auto z) TESSERA_INLINE { static_for<NT>([&](auto t) TESSERA_INLINE { acc[z][t] = _mm512_setzero_ps(); }); });
+  zero_tile(acc);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk[NZ];
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
@@ -439,7 +451,7 @@ struct PackedBlock {
 template <ZmmKind K, int NZ>
 void zmm_tile_column(const MatmulArgs& a, const PackedBlock<K>& x, int64_t group) {
   constexpr int kNT = PackedBlock<K>::kNT;
-  const int64_t nb = a.n_in / (K == ZmmKind::Q4_K || K == ZmmKind::Q6_K ? 256 : 32);
+  const int64_t nb = a.n_in / zmm_block_values<K>();
   const int64_t n_tiles = (x.te - x.tb + kNT - 1) / kNT;
   const uint8_t* next = a.w + static_cast<size_t>(group + 2 * NZ) * 8 * a.row_bytes;
   auto ahead = [&](int64_t t) {
