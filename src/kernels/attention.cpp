@@ -109,7 +109,14 @@ void attend(const float* q, const KvBlocksView& kv, int64_t n_pos, const Attenti
 void attend_tokens(const float* q, int64_t q_stride, int64_t n_tokens, const KvBlocksView& kv, int64_t n_pos,
                    const AttentionShape& shape, int64_t head_begin, int64_t head_end, float* scratch, float* out,
                    int64_t out_stride, Isa isa) {
-  if (kernel_isa(isa < detected_isa() ? isa : detected_isa()) >= Isa::Avx2) {
+  const Isa level = kernel_isa(isa < detected_isa() ? isa : detected_isa());
+  if (level == Isa::Avx512Vnni) {
+    return kernels::avx512::attend(q, q_stride, n_tokens, static_cast<int>(kv.type), fp8_e4m3_table().data(),
+                                   kv.k_blocks, kv.v_blocks, kv.block_size, kv.scales_offset, n_pos, shape.n_head,
+                                   shape.n_head_kv, shape.head_dim, shape.scale, head_begin, head_end, scratch, out,
+                                   out_stride);
+  }
+  if (level >= Isa::Avx2) {
     return kernels::avx2::attend(q, q_stride, n_tokens, static_cast<int>(kv.type), fp8_e4m3_table().data(),
                                  kv.k_blocks, kv.v_blocks, kv.block_size, kv.scales_offset, n_pos, shape.n_head,
                                  shape.n_head_kv, shape.head_dim, shape.scale, head_begin, head_end, scratch, out,

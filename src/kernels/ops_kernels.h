@@ -22,3 +22,13 @@ void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, con
             int64_t head_end, float* scratch, float* out, int64_t out_stride);
 
 }  // namespace tessera::kernels::avx2
+
+namespace tessera::kernels::avx512 {
+
+// The AVX-512 attention: the same contract as avx2::attend, with its own (batch-invariant) reduction order.
+void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, const float* fp8_table,
+            const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
+            int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
+            int64_t head_end, float* scratch, float* out, int64_t out_stride);
+
+}  // namespace tessera::kernels::avx512

@@ -1,0 +1,317 @@
+// AVX-512 attention over block tables for every KV storage type, with the query rows in the vector lanes.
+//
+// A call's query rows (each token × each query head of one kv-head group: 64 for an 8-token prompt run of
+// TinyLlama) are transposed once into Qt[d][row], 16 rows to a register. A score tile then takes RV such
+// registers by P positions: per dimension d, RV loads of Qt and P broadcasts of key elements feed RV·P FMAs, all
+// operands in L1 (the AVX2 kernel's dot products load a key vector per FMA pair and pay a horizontal reduction
+// per score). The softmax runs down the positions with 16 rows per register, so it needs no horizontal step
+// either, and the value sums broadcast one weight per row against the value row's registers.
+//
+// Every element is defined without reference to the tile or the batch, so a token gives the same bits alone
+// (decode) or inside any prompt run, in any split of heads:
+//   score(r, p) = (Σ_d q[r][d] · k'[p][d]) · (1/√d), one FMA chain in d order, k' = k · (k's head scale);
+//   w(r, p)     = e(r, p) · (1 / Σ_p e(r, p)), e = exp(score − max_p score), the sum in position order;
+//   out(r, i)   = Σ_p w(r, p) · v'[p][i], one FMA chain in position order, v' = v · (v's head scale).
+// Positions a row's token does not see are excluded, never weighted by zero.
+#include <immintrin.h>
+
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialized variable) as the unused merge
+// source of their unmasked forms, and -W(maybe-)uninitialized reports every inlined use of them.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/ops_kernels.h"
+#include "kernels/static_for.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+// Mirrors tessera::KvType (not included here: see ops_kernels.h).
+enum Type : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI8 = 3, kFP8 = 4 };
+
+template <int T>
+constexpr int64_t element_bytes() {
+  return T == kF32 ? 4 : (T == kF16 || T == kBF16) ? 2 : 1;
+}
+
+// exp(x) for 16 floats: the AVX2 kernels' exp_ps on zmm (within about 2 ulp of expf; -inf and anything below
+// the smallest normal result give exactly 0).
+inline __m512 exp_zmm(__m512 x) {
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33f), _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33f)), _mm512_set1_ps(88.37f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~too_small), p, _mm512_castsi512_ps(e));
+}
+
+// Elements [i, i + 16) of a stored row as fp32 (without the head scale); lanes outside `m` are 0.
+template <int T>
+inline __m512 load16(const uint8_t* row, int64_t i, __mmask16 m, const float* fp8_table) {
+  if constexpr (T == kF32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (T == kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+  } else if constexpr (T == kBF16) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  } else if constexpr (T == kI8) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, row + i)));
+  } else {
+    const __m512i codes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, row + i));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, codes, fp8_table, 4);
+  }
+}
+
+inline __mmask16 first_lanes(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
+
+// Positions per K or V chunk widened to fp32 at once; a multiple of every score tile's P (6, 8, 12, 16).
+constexpr int64_t kChunk = 48;
+
+// One kv head's K or V rows, read through the block table.
+template <int T>
+struct HeadRows {
+  const uint8_t* const* blocks;
+  int64_t block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g;
+  const float* fp8_table;
+
+  // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
+  // rows [n, kChunk) are zeroed. The block and slot advance with the position (one division per chunk).
+  void load(int64_t p0, int64_t n, int64_t stride, float* dst) const {
+    int64_t block_index = p0 / block_size, slot = p0 % block_size;
+    for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == block_size ? (++block_index, 0) : slot + 1) {
+      float* d = dst + j * stride;
+      if (j >= n) {
+        std::memset(d, 0, size_t(stride) * sizeof(float));
+        continue;
+      }
+      const uint8_t* block = blocks[block_index];
+      const uint8_t* row = block + slot * row_bytes + head_offset;
+      __m512 scale = _mm512_set1_ps(1.0f);
+      if constexpr (T == kI8 || T == kFP8) {
+        float s;
+        std::memcpy(&s, block + scales_offset + (slot * n_head_kv + g) * 4, 4);
+        scale = _mm512_set1_ps(s);
+      }
+      for (int64_t i = 0; i < stride; i += 16) {
+        const __m512 x = load16<T>(row, i, first_lanes(head_dim - i), fp8_table);
+        _mm512_storeu_ps(d + i, (T == kI8 || T == kFP8) ? _mm512_mul_ps(x, scale) : x);
+      }
+    }
+  }
+};
+
+// Scores of RV registers of query rows (from qt, rows16 floats per dimension) against P key rows (k, stride
+// floats apart) into s[p · rows16 + 16 · rv].
+template <int RV, int P>
+__attribute__((noinline)) void score_tile(const float* qt, int64_t rows16, int64_t head_dim, const float* k,
+                                          int64_t stride, __m512 scale, float* s) {
+  __m512 acc[RV][P];
+  static_for<RV>([&](auto v) { static_for<P>([&](auto p) { acc[v][p] = _mm512_setzero_ps(); }); });
+  for (int64_t d = 0; d < head_dim; ++d) {
+    __m512 q[RV];
+    static_for<RV>([&](auto v) { q[v] = _mm512_loadu_ps(qt + d * rows16 + 16 * v); });
+    static_for<P>([&](auto p) {
+      const __m512 kp = _mm512_set1_ps(k[p * stride + d]);
+      static_for<RV>([&](auto v) { acc[v][p] = _mm512_fmadd_ps(q[v], kp, acc[v][p]); });
+    });
+  }
+  static_for<RV>([&](auto v) {
+    static_for<P>([&](auto p) { _mm512_storeu_ps(s + p * rows16 + 16 * v, _mm512_mul_ps(acc[v][p], scale)); });
+  });
+}
+
+// Positions per score tile for RV row registers: RV·P accumulators, RV query registers and a broadcast within
+// the 32 registers.
+constexpr int score_tile_positions(int rv) { return rv == 4 ? 6 : rv == 3 ? 8 : rv == 2 ? 12 : 16; }
+
+// A chunk's scores for row registers [rv0, rv0 + RV).
+template <int RV>
+void score_chunk(const float* qt, int64_t rows16, int64_t head_dim, const float* k, int64_t stride, float scale,
+                 float* s) {
+  constexpr int P = score_tile_positions(RV);
+  static_assert(kChunk % P == 0);
+  for (int64_t p = 0; p < kChunk; p += P) {
+    score_tile<RV, P>(qt, rows16, head_dim, k + p * stride, stride, _mm512_set1_ps(scale), s + p * rows16);
+  }
+}
+
+// Value sums of RO rows (weights w[p · rows16 + ro]) over positions [0, n) of a chunk (v: its rows, stride
+// floats apart), columns [16·c, 16·(c + NV)) of acc_mem's rows (acc_stride apart); `first` starts from zero.
+template <int RO, int NV>
+__attribute__((noinline)) void value_tile(const float* w, int64_t rows16, int64_t n, const float* v, int64_t stride,
+                                          float* acc_mem, int64_t acc_stride, bool first) {
+  __m512 acc[RO][NV];
+  static_for<RO>([&](auto r) {
+    static_for<NV>([&](auto c) {
+      acc[r][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem + r * acc_stride + 16 * c);
+    });
+  });
+  for (int64_t p = 0; p < n; ++p) {
+    __m512 wp[RO];
+    static_for<RO>([&](auto r) { wp[r] = _mm512_set1_ps(w[p * rows16 + r]); });
+    static_for<NV>([&](auto c) {
+      const __m512 vc = _mm512_loadu_ps(v + p * stride + 16 * c);
+      static_for<RO>([&](auto r) { acc[r][c] = _mm512_fmadd_ps(wp[r], vc, acc[r][c]); });
+    });
+  }
+  static_for<RO>([&](auto r) {
+    static_for<NV>([&](auto c) { _mm512_storeu_ps(acc_mem + r * acc_stride + 16 * c, acc[r][c]); });
+  });
+}
+
+// Rows per value tile for NV column registers: RO·NV accumulators, RO weights and a value register.
+constexpr int value_tile_rows(int nv) { return nv == 1 ? 12 : nv == 2 ? 9 : nv == 3 ? 7 : nv == 4 ? 6 : nv <= 6 ? 4 : 3; }
+constexpr int kMaxValueRegisters = 8;
+
+// Value sums of rows [0, n_rows) of one token (w: their weights' column) over a chunk, all columns.
+template <int NV>
+void value_rows(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const float* v, int64_t stride,
+                float* acc_mem, int64_t acc_stride, int64_t col, bool first) {
+  constexpr int RO = value_tile_rows(NV);
+  int64_t r = 0;
+  for (; r + RO <= n_rows; r += RO) {
+    value_tile<RO, NV>(w + r, rows16, n, v + col, stride, acc_mem + r * acc_stride + col, acc_stride, first);
+  }
+  static_for<RO - 1>([&](auto i) {
+    constexpr int kRest = decltype(i)::value + 1;
+    if (n_rows - r == kRest) {
+      value_tile<kRest, NV>(w + r, rows16, n, v + col, stride, acc_mem + r * acc_stride + col, acc_stride, first);
+    }
+  });
+}
+
+template <int T>
+void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const float* fp8_table,
+                  const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size,
+                  int64_t scales_offset, int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                  float scale, int64_t head_begin, int64_t head_end, float* scratch, float* out, int64_t out_stride) {
+  const int64_t group = n_head / n_head_kv;
+  const int64_t stride = (head_dim + 15) / 16 * 16;  // fp32 K/V and output row stride, zero padded
+  const int64_t last_n_pos = n_pos + n_tokens - 1;  // token i attends n_pos + i positions
+  const int64_t n_chunks = (last_n_pos + kChunk - 1) / kChunk;
+  const int64_t max_rows16 = (n_tokens * group + 15) / 16 * 16;
+  // Scratch layout (attend_scratch_floats): Qt [head_dim][rows16], scores [n_chunks · kChunk][rows16], a K or V
+  // chunk [kChunk][stride], outputs [rows][stride].
+  float* qt = scratch;
+  float* scores = qt + head_dim * max_rows16;
+  float* chunk = scores + n_chunks * kChunk * max_rows16;
+  float* outputs = chunk + kChunk * stride;
+
+  for (int64_t g = head_begin / group; g * group < head_end; ++g) {
+    const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
+    const int64_t m = h1 - h0;  // row r = token (r / m), head h0 + r % m
+    const int64_t n_rows = n_tokens * m, rows16 = (n_rows + 15) / 16 * 16, n_regs = rows16 / 16;
+    const int64_t head_offset = g * head_dim * element_bytes<T>();
+    const int64_t row_bytes = n_head_kv * head_dim * element_bytes<T>();
+    const HeadRows<T> keys{k_blocks, block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g, fp8_table};
+    const HeadRows<T> values{v_blocks, block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g, fp8_table};
+
+    for (int64_t d = 0; d < head_dim; ++d) {
+      float* qd = qt + d * rows16;
+      for (int64_t r = 0; r < n_rows; ++r) qd[r] = q[(r / m) * q_stride + (h0 + r % m) * head_dim + d];
+      std::fill(qd + n_rows, qd + rows16, 0.0f);
+    }
+
+    const auto positions_in = [&](int64_t c) { return std::min(kChunk, last_n_pos - c * kChunk); };
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const int64_t p0 = c * kChunk;
+      keys.load(p0, positions_in(c), stride, chunk);
+      float* s = scores + p0 * rows16;
+      int64_t v0 = 0;
+      for (; v0 + 4 <= n_regs; v0 += 4) score_chunk<4>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, s + 16 * v0);
+      switch (n_regs - v0) {
+        case 3: score_chunk<3>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, s + 16 * v0); break;
+        case 2: score_chunk<2>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, s + 16 * v0); break;
+        case 1: score_chunk<1>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, s + 16 * v0); break;
+        default: break;
+      }
+    }
+
+    // Softmax down the positions, 16 rows at a time; a lane's positions end at its token's n_pos.
+    for (int64_t v = 0; v < n_regs; ++v) {
+      alignas(64) int32_t limit[16];
+      for (int64_t l = 0; l < 16; ++l) {
+        const int64_t r = 16 * v + l;
+        limit[l] = r < n_rows ? static_cast<int32_t>(n_pos + r / m) : 0;
+      }
+      const __m512i lim = _mm512_load_si512(limit);
+      const int64_t end = *std::max_element(limit, limit + 16);
+      float* s = scores + 16 * v;
+      __m512 mx = _mm512_set1_ps(-INFINITY);
+      for (int64_t p = 0; p < end; ++p) {
+        const __mmask16 seen = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(p)), lim);
+        mx = _mm512_mask_max_ps(mx, seen, mx, _mm512_loadu_ps(s + p * rows16));
+      }
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t p = 0; p < end; ++p) {
+        const __mmask16 seen = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(p)), lim);
+        const __m512 e = _mm512_maskz_mov_ps(seen, exp_zmm(_mm512_sub_ps(_mm512_loadu_ps(s + p * rows16), mx)));
+        _mm512_storeu_ps(s + p * rows16, e);
+        sum = _mm512_add_ps(sum, e);
+      }
+      const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
+      for (int64_t p = 0; p < end; ++p) _mm512_storeu_ps(s + p * rows16, _mm512_mul_ps(_mm512_loadu_ps(s + p * rows16), inv));
+    }
+
+    // Outputs: per chunk of values, each token's rows over the positions it sees (n_pos + token).
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const int64_t p0 = c * kChunk;
+      values.load(p0, positions_in(c), stride, chunk);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const int64_t n = std::min(kChunk, n_pos + t - p0);
+        if (n <= 0) continue;
+        const float* w = scores + p0 * rows16 + t * m;
+        float* acc = outputs + t * m * stride;
+        for (int64_t col = 0; col < stride; col += 16 * kMaxValueRegisters) {
+          const int64_t nv = std::min<int64_t>(kMaxValueRegisters, (stride - col) / 16);
+          static_for<kMaxValueRegisters>([&](auto i) {
+            if (nv == i + 1) value_rows<i + 1>(w, rows16, m, n, chunk, stride, acc, stride, col, p0 == 0);
+          });
+        }
+      }
+    }
+    for (int64_t r = 0; r < n_rows; ++r) {
+      std::memcpy(out + (r / m) * out_stride + (h0 + r % m) * head_dim, outputs + r * stride,
+                  size_t(head_dim) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
+void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, const float* fp8_table,
+            const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
+            int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
+            int64_t head_end, float* scratch, float* out, int64_t out_stride) {
+  switch (kv_type) {
+#define TESSERA_ATTEND_CASE(T)                                                                                 \
+  case T:                                                                                                      \
+    return attend_typed<T>(q, q_stride, n_tokens, fp8_table, k_blocks, v_blocks, block_size, scales_offset,    \
+                           n_pos, n_head, n_head_kv, head_dim, scale, head_begin, head_end, scratch, out,      \
+                           out_stride);
+    TESSERA_ATTEND_CASE(kF32)
+    TESSERA_ATTEND_CASE(kF16)
+    TESSERA_ATTEND_CASE(kBF16)
+    TESSERA_ATTEND_CASE(kI8)
+    TESSERA_ATTEND_CASE(kFP8)
+#undef TESSERA_ATTEND_CASE
+  }
+}
+
+}  // namespace tessera::kernels::avx512
