@@ -207,8 +207,10 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--api-keys-file", o->api_keys_file, "file with one accepted API key per line");
   cmd->add_flag("--metrics-require-key", o->service.metrics_require_key, "/metrics needs an API key too");
   cmd->add_option("--metrics-prefix", o->service.metrics_prefix,
-                  "metric name prefix: 'tessera:' mirrors vLLM's names; 'tessera_' passes promtool's colon lint")
-      ->capture_default_str();
+                  "metric name prefix; 'vllm:' exports vLLM's exact names for the metrics vLLM has too (the rest "
+                  "stay tessera_), for dashboards and autoscalers written for vLLM")
+      ->capture_default_str()
+      ->check([](const std::string& prefix) { return server::metrics_prefix_problem(prefix); });
   cmd->add_option("--rate-limit-rps", o->service.rate_limits.requests_per_second,
                   "requests per second per key (0: unlimited)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--rate-limit-burst", o->service.rate_limits.request_burst,

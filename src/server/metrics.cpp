@@ -25,59 +25,49 @@ const Histogram::BucketBoundaries kBatchTokenBuckets = {1, 8, 32, 64, 128, 256, 
 
 }  // namespace
 
-Metrics::Metrics(const std::string& model_name, const std::string& prefix)
+Metrics::Metrics(const std::string& model_name, std::string_view prefix)
     : model_name_(model_name), registry_(std::make_shared<prometheus::Registry>()) {
+  const MetricNames n = metric_names(prefix);
   auto& r = *registry_;
   const auto l = labels();
-  waiting_ = &BuildGauge().Name(prefix + "num_requests_waiting").Help("Requests waiting to be scheduled.")
-                  .Register(r).Add(l);
-  running_ = &BuildGauge().Name(prefix + "num_requests_running").Help("Requests in the running batch.")
-                  .Register(r).Add(l);
-  kv_usage_ = &BuildGauge().Name(prefix + "kv_cache_usage_perc").Help("KV cache usage (1 = full).")
-                   .Register(r).Add(l);
-  ready_ = &BuildGauge().Name(prefix + "ready").Help("1 once warm-up passed and the model is healthy.")
-                .Register(r).Add(l);
-  prefix_hits_ = &BuildCounter().Name(prefix + "prefix_cache_hits_total")
-                      .Help("Prompt tokens served from the prefix cache.").Register(r).Add(l);
-  prefix_queries_ = &BuildCounter().Name(prefix + "prefix_cache_queries_total")
-                         .Help("Prompt tokens looked up in the prefix cache.").Register(r).Add(l);
-  preemptions_ = &BuildCounter().Name(prefix + "num_preemptions_total").Help("Sequences preempted.")
-                      .Register(r).Add(l);
-  prompt_tokens_ = &BuildCounter().Name(prefix + "prompt_tokens_total").Help("Prompt tokens processed.")
-                        .Register(r).Add(l);
-  generation_tokens_ = &BuildCounter().Name(prefix + "generation_tokens_total").Help("Tokens generated.")
-                            .Register(r).Add(l);
-  ttft_ = &BuildHistogram().Name(prefix + "time_to_first_token_seconds").Help("Time to first token.")
-               .Register(r).Add(l, kTtftBuckets);
-  itl_ = &BuildHistogram().Name(prefix + "inter_token_latency_seconds").Help("Time between streamed tokens.")
-              .Register(r).Add(l, kItlBuckets);
-  e2e_ = &BuildHistogram().Name(prefix + "e2e_request_latency_seconds").Help("Request latency, submit to finish.")
-              .Register(r).Add(l, kE2eBuckets);
-  queue_time_ = &BuildHistogram().Name(prefix + "request_queue_time_seconds").Help("Time waiting to be scheduled.")
-                     .Register(r).Add(l, kTtftBuckets);
-  batch_size_ = &BuildHistogram().Name(prefix + "batch_size").Help("Sequences per engine step.")
-                     .Register(r).Add(l, kBatchBuckets);
-  batch_tokens_ = &BuildHistogram().Name(prefix + "batch_tokens").Help("Tokens per engine step.")
-                       .Register(r).Add(l, kBatchTokenBuckets);
-  timeouts_ = &BuildCounter().Name(prefix + "request_timeouts_total").Help("Requests ended by their deadline.")
-                   .Register(r).Add(l);
-  cancellations_ = &BuildCounter().Name(prefix + "request_cancellations_total")
-                        .Help("Requests cancelled (client disconnect, shutdown).").Register(r).Add(l);
-  cache_hits_ = &BuildCounter().Name(prefix + "result_cache_hits_total").Help("Requests served from the result cache.")
-                     .Register(r).Add(l);
-  cache_misses_ = &BuildCounter().Name(prefix + "result_cache_misses_total")
-                       .Help("Cacheable requests not found in the result cache.").Register(r).Add(l);
-  fallbacks_ = &BuildCounter().Name(prefix + "fallbacks_total")
-                    .Help("Requests re-run on the fallback model after the primary failed.").Register(r).Add(l);
-  success_family_ = &BuildCounter().Name(prefix + "request_success_total")
-                         .Help("Finished requests by finish reason.").Register(r);
-  rejections_family_ = &BuildCounter().Name(prefix + "request_rejections_total")
-                            .Help("Requests refused before the engine, by reason.").Register(r);
-  errors_family_ = &BuildCounter().Name(prefix + "http_errors_total").Help("Error responses by HTTP status code.")
-                        .Register(r);
+  auto gauge = [&](const std::string& name, const char* help) {
+    return &BuildGauge().Name(name).Help(help).Register(r).Add(l);
+  };
+  auto counter = [&](const std::string& name, const char* help) {
+    return &BuildCounter().Name(name).Help(help).Register(r).Add(l);
+  };
+  auto histogram = [&](const std::string& name, const char* help, const Histogram::BucketBoundaries& buckets) {
+    return &BuildHistogram().Name(name).Help(help).Register(r).Add(l, buckets);
+  };
+  waiting_ = gauge(n.num_requests_waiting, "Requests waiting to be scheduled.");
+  running_ = gauge(n.num_requests_running, "Requests in the running batch.");
+  kv_usage_ = gauge(n.kv_cache_usage, "KV cache usage (1 = full).");
+  for (const std::string& alias : n.kv_cache_usage_aliases)
+    kv_usage_aliases_.push_back(gauge(alias, "KV cache usage (1 = full); an older name of the same gauge."));
+  ready_ = gauge(n.ready, "1 once warm-up passed and the model is healthy.");
+  prefix_hits_ = counter(n.prefix_cache_hits, "Prompt tokens served from the prefix cache.");
+  prefix_queries_ = counter(n.prefix_cache_queries, "Prompt tokens looked up in the prefix cache.");
+  preemptions_ = counter(n.preemptions, "Sequences preempted.");
+  prompt_tokens_ = counter(n.prompt_tokens, "Prompt tokens processed.");
+  generation_tokens_ = counter(n.generation_tokens, "Tokens generated.");
+  ttft_ = histogram(n.time_to_first_token, "Time to first token.", kTtftBuckets);
+  itl_ = histogram(n.inter_token_latency, "Time between streamed tokens.", kItlBuckets);
+  e2e_ = histogram(n.e2e_request_latency, "Request latency, submit to finish.", kE2eBuckets);
+  queue_time_ = histogram(n.request_queue_time, "Time waiting to be scheduled.", kTtftBuckets);
+  batch_size_ = histogram(n.batch_size, "Sequences per engine step.", kBatchBuckets);
+  batch_tokens_ = histogram(n.batch_tokens, "Tokens per engine step.", kBatchTokenBuckets);
+  timeouts_ = counter(n.request_timeouts, "Requests ended by their deadline.");
+  cancellations_ = counter(n.request_cancellations, "Requests cancelled (client disconnect, shutdown).");
+  cache_hits_ = counter(n.result_cache_hits, "Requests served from the result cache.");
+  cache_misses_ = counter(n.result_cache_misses, "Cacheable requests not found in the result cache.");
+  fallbacks_ = counter(n.fallbacks, "Requests re-run on the fallback model after the primary failed.");
+  success_family_ = &BuildCounter().Name(n.request_success).Help("Finished requests by finish reason.").Register(r);
+  rejections_family_ =
+      &BuildCounter().Name(n.request_rejections).Help("Requests refused before the engine, by reason.").Register(r);
+  errors_family_ = &BuildCounter().Name(n.http_errors).Help("Error responses by HTTP status code.").Register(r);
   for (const char* reason : {"stop", "length", "timeout", "cancelled", "error"})
     success_family_->Add(labels({{"finished_reason", reason}}));
-  for (const char* reason : {"rate_limit", "queue_full", "too_long", "unauthorized", "draining"})
+  for (const char* reason : {"rate_limit", "queue_full", "too_long", "unauthorized", "draining", "not_ready"})
     rejections_family_->Add(labels({{"reason", reason}}));
 }
 
@@ -91,6 +81,7 @@ void Metrics::update_engine(const EngineStats& s) {
   waiting_->Set(double(s.n_waiting));
   running_->Set(double(s.n_running));
   kv_usage_->Set(s.kv_usage());
+  for (prometheus::Gauge* g : kv_usage_aliases_) g->Set(s.kv_usage());
   std::lock_guard lock(mutex_);
   auto advance = [](prometheus::Counter* c, uint64_t now, uint64_t& seen) {
     if (now > seen) c->Increment(double(now - seen));

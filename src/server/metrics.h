@@ -1,6 +1,7 @@
-// Prometheus metrics (text format, seconds for histograms). Names mirror vLLM's with the `tessera:` prefix so
-// that dashboards and autoscalers built for vLLM map one to one; the gateway's own counters (rejections,
-// timeouts, cancellations, result-cache hits, fallbacks, errors by status) come on top. Thread-safe.
+// Prometheus metrics (text format, seconds for histograms). The metrics vLLM exports too follow its names and
+// buckets (`tessera_` in place of `vllm:`, or vLLM's exact names with the prefix `vllm:`: metric_names.h); the
+// gateway's own counters (rejections, timeouts, cancellations, result-cache hits, fallbacks, errors by status)
+// come on top. Thread-safe.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -14,16 +15,18 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "engine/engine.h"
+#include "server/metric_names.h"
 
 namespace tessera::server {
 
 class Metrics {
  public:
-  // `prefix`: "tessera:" (vLLM's style, the default) or e.g. "tessera_" for tools that lint colons away
-  // (promtool check metrics reports "metric names should not contain ':'" for recording-rule-style names).
-  explicit Metrics(const std::string& model_name, const std::string& prefix = "tessera:");
+  // `prefix`: see metric_names.h; throws tessera::Error for a prefix that cannot start a metric name.
+  explicit Metrics(const std::string& model_name, std::string_view prefix = kDefaultMetricsPrefix);
 
   // Engine-side gauges and the counters the engine keeps as totals; called just before a scrape.
   void update_engine(const EngineStats& stats);
@@ -52,6 +55,7 @@ class Metrics {
   prometheus::Gauge* waiting_;
   prometheus::Gauge* running_;
   prometheus::Gauge* kv_usage_;
+  std::vector<prometheus::Gauge*> kv_usage_aliases_;
   prometheus::Gauge* ready_;
   prometheus::Counter* prefix_hits_;
   prometheus::Counter* prefix_queries_;

@@ -26,7 +26,7 @@ namespace tessera::server {
 
 struct ServiceOptions {
   std::string model_name;               // what /v1/models lists and requests must name (or omit)
-  std::string metrics_prefix = "tessera:";
+  std::string metrics_prefix = std::string(kDefaultMetricsPrefix);
   std::vector<std::string> api_keys;    // empty: no authentication
   bool metrics_require_key = false;
   RateLimits rate_limits;

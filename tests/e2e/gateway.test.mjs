@@ -57,14 +57,14 @@ test('client disconnect cancels the sequence and frees its blocks', async () => 
   await withServer(['--max-seqs', '4'], async (s) => {
     const { controller } = await openStream(s.url, LONG);
     controller.abort();
-    await waitFor(async () => metricValue(await metrics(s.url), 'tessera:request_cancellations_total') >= 1, 3000,
+    await waitFor(async () => metricValue(await metrics(s.url), 'tessera_request_cancellations_total') >= 1, 3000,
       'a cancellation');
     await waitFor(async () => {
       const m = await metrics(s.url);
-      return metricValue(m, 'tessera:num_requests_running') === 0 && metricValue(m, 'tessera:kv_cache_usage_perc') === 0;
+      return metricValue(m, 'tessera_num_requests_running') === 0 && metricValue(m, 'tessera_kv_cache_usage_perc') === 0;
     }, 3000, 'the blocks to be freed');
     const m = await metrics(s.url);
-    assert.equal(metricValue(m, 'tessera:request_success_total{finished_reason="length"') ?? 0, 0,
+    assert.equal(metricValue(m, 'tessera_request_success_total{finished_reason="length"') ?? 0, 0,
       'the aborted request must not run to its length');
   });
 });
@@ -78,7 +78,7 @@ test('deadline: finish_reason timeout mid-stream, 504 when nothing was sent', as
     const hdr = await postJson(s.url + '/v1/completions', LONG, { 'X-Timeout-Ms': '1' });
     expectOpenAiError(assert, hdr, 504);
     await reader.cancel();
-    await waitFor(async () => metricValue(await metrics(s.url), 'tessera:num_requests_running') === 0, 3000, 'idle');
+    await waitFor(async () => metricValue(await metrics(s.url), 'tessera_num_requests_running') === 0, 3000, 'idle');
     // A deadline that passes mid-generation: finish_reason "timeout" with partial text. The deadline is a third
     // of what the whole generation takes on this machine.
     const t0 = Date.now();
@@ -92,8 +92,8 @@ test('deadline: finish_reason timeout mid-stream, 504 when nothing was sent', as
     assert.ok(body.includes('"finish_reason":"timeout"'), body.slice(-400));
     assert.ok(body.trimEnd().endsWith('data: [DONE]'));
     const m = await metrics(s.url);
-    assert.ok(metricValue(m, 'tessera:request_timeouts_total') >= 3);
-    await waitFor(async () => metricValue(await metrics(s.url), 'tessera:kv_cache_usage_perc') === 0, 3000, 'blocks freed');
+    assert.ok(metricValue(m, 'tessera_request_timeouts_total') >= 3);
+    await waitFor(async () => metricValue(await metrics(s.url), 'tessera_kv_cache_usage_perc') === 0, 3000, 'blocks freed');
   });
 });
 
@@ -109,7 +109,7 @@ test('priority reaches the scheduler: a high-priority request preempts a running
     assert.ok(high.json.choices[0].text.length > 0);
     assert.ok(highAt < low.at, 'the high-priority request must not wait for the low one to finish');
     assert.ok(low.t.includes('"finish_reason":"length"'), 'the preempted request resumes and completes');
-    assert.ok(metricValue(await metrics(s.url), 'tessera:num_preemptions_total') >= 1);
+    assert.ok(metricValue(await metrics(s.url), 'tessera_num_preemptions_total') >= 1);
   });
 });
 
@@ -132,7 +132,7 @@ test('rate limits: requests per second and tokens per minute give 429 with Retry
     expectOpenAiError(assert, tokens, 429);
     assert.ok(Number(tokens.headers.get('retry-after')) >= 5);
     const m = await metrics(s.url);
-    assert.equal(metricValue(m, 'tessera:request_rejections_total{model_name="stories260K",reason="rate_limit"}'), 2);
+    assert.equal(metricValue(m, 'tessera_request_rejections_total{model_name="stories260K",reason="rate_limit"}'), 2);
   });
 });
 
@@ -142,7 +142,7 @@ test('queue full: 429 once --max-queue requests wait', async () => {
     const waiting = fetch(s.url + '/v1/completions', {  // waiting
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...LONG, stream: true }),
     });
-    await waitFor(async () => metricValue(await metrics(s.url), 'tessera:num_requests_waiting') === 1, 3000, 'a waiting request');
+    await waitFor(async () => metricValue(await metrics(s.url), 'tessera_num_requests_waiting') === 1, 3000, 'a waiting request');
     const full = await postJson(s.url + '/v1/completions', LONG);
     expectOpenAiError(assert, full, 429);
     assert.equal(full.json.error.code, 'queue_full');
@@ -150,7 +150,7 @@ test('queue full: 429 once --max-queue requests wait', async () => {
     await reader.cancel();
     await (await waiting).body.cancel();
     const m = await metrics(s.url);
-    assert.equal(metricValue(m, 'tessera:request_rejections_total{model_name="stories260K",reason="queue_full"}'), 1);
+    assert.equal(metricValue(m, 'tessera_request_rejections_total{model_name="stories260K",reason="queue_full"}'), 1);
   });
 });
 
@@ -172,12 +172,12 @@ test('result cache: a repeated deterministic request is a hit; --no-result-cache
     assert.equal(r.headers.get('x-tessera-cache'), 'hit');
     const body = await r.text();
     assert.ok(body.endsWith('data: [DONE]\n\n'));
-    assert.equal(metricValue(await metrics(s.url), 'tessera:result_cache_hits_total'), 2);
+    assert.equal(metricValue(await metrics(s.url), 'tessera_result_cache_hits_total'), 2);
   });
   await withServer(['--no-result-cache'], async (s) => {
     await postJson(s.url + '/v1/completions', req);
     assert.equal((await postJson(s.url + '/v1/completions', req)).headers.get('x-tessera-cache'), null);
-    assert.equal(metricValue(await metrics(s.url), 'tessera:result_cache_hits_total'), 0);
+    assert.equal(metricValue(await metrics(s.url), 'tessera_result_cache_hits_total'), 0);
   });
 });
 
@@ -199,7 +199,7 @@ test('fallback: NaN logits on the primary re-run on the fallback model, counted'
       const text = body.split('\n\n').filter((e) => e.startsWith('data: {'))
         .map((e) => JSON.parse(e.slice(6)).choices[0]?.text ?? '').join('');
       assert.equal(text, expected);
-      assert.ok(metricValue(await metrics(s.url), 'tessera:fallbacks_total') >= 2);
+      assert.ok(metricValue(await metrics(s.url), 'tessera_fallbacks_total') >= 2);
     });
   // Without a fallback the failure is an error, and /ready turns false.
   await withServer(['-m', nan], async (s) => {

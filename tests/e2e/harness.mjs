@@ -3,6 +3,7 @@
 import { spawn, execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdtempSync, readFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -27,10 +28,20 @@ export function tempDir() {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Starts `tessera serve ARGS --port 0`, reads the bound port from stderr, waits until /ready answers 200
-// (or, with waitReady false, until /health does).
-export async function startServer(args = [], { waitReady = true, timeoutMs = 60000 } = {}) {
-  const proc = spawn(BINARY, ['serve', '--port', '0', '--threads', '1', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+// A loopback port that was free a moment ago (for peers that need their port before they start).
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+  });
+}
+
+// Starts `tessera serve ARGS --port PORT` (0: any free port), reads the bound port from stderr, waits until
+// /ready answers 200 (or, with waitReady false, until /health does).
+export async function startServer(args = [], { waitReady = true, timeoutMs = 60000, port: wanted = 0 } = {}) {
+  const proc = spawn(BINARY, ['serve', '--port', String(wanted), '--threads', '1', ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d.toString(); });
   proc.stdout.on('data', () => {});

@@ -1,12 +1,11 @@
-// /metrics: vLLM-mirroring names with the tessera: prefix, valid for `promtool check metrics`, and scraped by a
-// real Prometheus server.
+// /metrics: vLLM-mirroring names with the tessera_ prefix (clean for `promtool check metrics`), vLLM's exact names
+// with --metrics-prefix vllm:, and scraped by a real Prometheus server.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { startServer, postJson, metrics, metricValue, sleep, tempDir } from './harness.mjs';
+import { BINARY, freePort, startServer, postJson, metrics, metricValue, sleep, tempDir } from './harness.mjs';
 
 let server;
 before(async () => {
@@ -27,55 +26,61 @@ after(async () => {
 });
 
 const NAMES = [
-  'tessera:num_requests_waiting', 'tessera:num_requests_running', 'tessera:time_to_first_token_seconds_bucket',
-  'tessera:inter_token_latency_seconds_bucket', 'tessera:e2e_request_latency_seconds_bucket',
-  'tessera:request_queue_time_seconds_bucket', 'tessera:kv_cache_usage_perc', 'tessera:prefix_cache_hits_total',
-  'tessera:prompt_tokens_total', 'tessera:generation_tokens_total', 'tessera:batch_size_bucket',
-  'tessera:num_preemptions_total', 'tessera:request_rejections_total', 'tessera:request_timeouts_total',
-  'tessera:request_cancellations_total', 'tessera:result_cache_hits_total', 'tessera:fallbacks_total',
-  'tessera:http_errors_total',
+  'tessera_num_requests_waiting', 'tessera_num_requests_running', 'tessera_time_to_first_token_seconds_bucket',
+  'tessera_inter_token_latency_seconds_bucket', 'tessera_e2e_request_latency_seconds_bucket',
+  'tessera_request_queue_time_seconds_bucket', 'tessera_kv_cache_usage_perc', 'tessera_prefix_cache_hits_total',
+  'tessera_prompt_tokens_total', 'tessera_generation_tokens_total', 'tessera_batch_size_bucket',
+  'tessera_num_preemptions_total', 'tessera_request_rejections_total', 'tessera_request_timeouts_total',
+  'tessera_request_cancellations_total', 'tessera_result_cache_hits_total', 'tessera_fallbacks_total',
+  'tessera_http_errors_total',
 ];
 
 test('metrics need the key when configured, and carry the vLLM-style names', async () => {
   assert.equal((await fetch(server.url + '/metrics')).status, 401);
   const text = await metrics(server.url, { Authorization: 'Bearer sk-m' });
   for (const name of NAMES) assert.ok(text.includes(name), name);
-  assert.ok(metricValue(text, 'tessera:generation_tokens_total') >= 16);
-  assert.ok(metricValue(text, 'tessera:prompt_tokens_total') > 0);
-  assert.equal(metricValue(text, 'tessera:result_cache_hits_total'), 1);
-  assert.equal(metricValue(text, 'tessera:http_errors_total{model_name="stories260K",status="400"}'), 1);
-  assert.ok(metricValue(text, 'tessera:time_to_first_token_seconds_count') >= 2);
+  assert.ok(metricValue(text, 'tessera_generation_tokens_total') >= 16);
+  assert.ok(metricValue(text, 'tessera_prompt_tokens_total') > 0);
+  assert.equal(metricValue(text, 'tessera_result_cache_hits_total'), 1);
+  assert.equal(metricValue(text, 'tessera_http_errors_total{model_name="stories260K",status="400"}'), 1);
+  assert.ok(metricValue(text, 'tessera_time_to_first_token_seconds_count') >= 2);
 });
 
-// promtool 2.42 lints every name with a colon ("should not contain ':'"), vLLM's own `vllm:` names included.
-// The default names keep vLLM's style, so that lint is the only problem allowed there; with
-// --metrics-prefix tessera_ the check passes outright.
-test('promtool check metrics: parses, and passes with --metrics-prefix tessera_', async () => {
+test('promtool check metrics passes cleanly on the default names', async () => {
   const text = await metrics(server.url, { Authorization: 'Bearer sk-m' });
   const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
   assert.equal(r.error, undefined, 'promtool missing: scripts/setup.sh installs the Debian package prometheus');
-  assert.ok(r.status === 0 || r.status === 3, `promtool failed to parse: ${r.stdout}${r.stderr}`);
-  const problems = (r.stdout + r.stderr).split('\n').filter((l) => l.trim() && !l.includes("should not contain ':'"));
-  assert.deepEqual(problems, []);
-
-  const plain = await startServer(['--metrics-prefix', 'tessera_']);
-  try {
-    await postJson(plain.url + '/v1/completions', { prompt: 'Once', max_tokens: 4 });
-    const t = await metrics(plain.url);
-    assert.ok(t.includes('tessera_num_requests_running'));
-    const p = spawnSync('promtool', ['check', 'metrics'], { input: t, encoding: 'utf8' });
-    assert.equal(p.status, 0, p.stdout + p.stderr);
-  } finally {
-    await plain.stop();
-  }
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  assert.equal((r.stdout + r.stderr).trim(), '');
 });
 
-async function freePort() {
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-  });
-}
+// promtool 2.42 lints every name with a colon ("should not contain ':'"), vLLM's own names included: with
+// --metrics-prefix vllm: that lint is the only problem allowed.
+test('--metrics-prefix vllm: exports vLLM\'s names; a bad prefix is refused', async () => {
+  const v = await startServer(['--metrics-prefix', 'vllm:']);
+  try {
+    await postJson(v.url + '/v1/completions', { prompt: 'Once', max_tokens: 4 });
+    const t = await metrics(v.url);
+    for (const name of ['vllm:num_requests_waiting', 'vllm:num_requests_running', 'vllm:kv_cache_usage_perc',
+      'vllm:gpu_cache_usage_perc', 'vllm:time_to_first_token_seconds_bucket', 'vllm:e2e_request_latency_seconds_bucket',
+      'vllm:inter_token_latency_seconds_bucket', 'vllm:request_queue_time_seconds_bucket',
+      'vllm:iteration_tokens_total_bucket', 'vllm:request_success_total', 'tessera_request_rejections_total']) {
+      assert.ok(t.includes(name), name);
+    }
+    assert.ok(metricValue(t, 'vllm:generation_tokens_total') > 0);
+    assert.ok(metricValue(t, 'vllm:prompt_tokens_total') > 0);
+    const p = spawnSync('promtool', ['check', 'metrics'], { input: t, encoding: 'utf8' });
+    assert.ok(p.status === 0 || p.status === 3, `promtool failed to parse: ${p.stdout}${p.stderr}`);
+    const problems = (p.stdout + p.stderr).split('\n').filter((l) => l.trim() && !l.includes("should not contain ':'"));
+    assert.deepEqual(problems, []);
+  } finally {
+    await v.stop();
+  }
+  const bad = spawnSync(BINARY, ['serve', '--metrics-prefix', 'tessera-'],
+    { encoding: 'utf8', timeout: 30000 });
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /letters, digits, '_' and ':'/);
+});
 
 test('a real Prometheus server scrapes it', async () => {
   const dir = tempDir();
@@ -99,7 +104,7 @@ test('a real Prometheus server scrapes it', async () => {
       await sleep(500);
       assert.equal(prom.exitCode, null, `prometheus exited: ${log.slice(-2000)}`);
       try {
-        const q = encodeURIComponent('tessera:generation_tokens_total');
+        const q = encodeURIComponent('tessera_generation_tokens_total');
         const r = await (await fetch(`http://127.0.0.1:${port}/api/v1/query?query=${q}`)).json();
         if (r.data?.result?.length) value = Number(r.data.result[0].value[1]);
       } catch { /* not up yet */ }

@@ -140,15 +140,19 @@ TEST(ServerResultCache, KeyCoversParametersAndPrompt) {
   EXPECT_TRUE(sampled.deterministic());
 }
 
-TEST(ServerMetrics, VllmNamesWithTesseraPrefix) {
-  Metrics m("stories");
+EngineStats sample_engine_stats() {
   EngineStats s;
   s.n_waiting = 3;
   s.n_running = 2;
   s.kv_blocks_total = 10;
   s.kv_blocks_used = 5;
   s.n_prefix_cache_hit_tokens = 7;
-  m.update_engine(s);
+  return s;
+}
+
+// One scrape's worth of engine stats and request outcomes.
+void record_sample_traffic(Metrics& m) {
+  m.update_engine(sample_engine_stats());
   m.observe_step({4, 40, 30, 10, 0.01});
   RequestStats rs;
   rs.n_prompt_tokens = 5;
@@ -158,21 +162,68 @@ TEST(ServerMetrics, VllmNamesWithTesseraPrefix) {
   m.count_status(429);
   m.count_cache_hit();
   m.count_fallback();
+}
+
+TEST(ServerMetrics, DefaultNamesUseTesseraUnderscorePrefix) {
+  Metrics m("stories");
+  record_sample_traffic(m);
   const std::string text = m.serialize();
+  EXPECT_EQ(text.find(':'), std::string::npos) << "no colon in any default name";
   for (const char* name :
-       {"tessera:num_requests_waiting{model_name=\"stories\"} 3", "tessera:num_requests_running",
-        "tessera:time_to_first_token_seconds_bucket", "tessera:inter_token_latency_seconds",
-        "tessera:e2e_request_latency_seconds", "tessera:request_queue_time_seconds",
-        "tessera:kv_cache_usage_perc{model_name=\"stories\"} 0.5", "tessera:prefix_cache_hits_total{model_name=\"stories\"} 7",
-        "tessera:prompt_tokens_total{model_name=\"stories\"} 5", "tessera:generation_tokens_total{model_name=\"stories\"} 6",
-        "tessera:batch_size_bucket", "tessera:num_preemptions_total", "tessera:request_rejections_total",
-        "reason=\"rate_limit\"} 1", "tessera:request_timeouts_total", "tessera:request_cancellations_total",
-        "tessera:result_cache_hits_total{model_name=\"stories\"} 1", "tessera:fallbacks_total{model_name=\"stories\"} 1",
-        "tessera:http_errors_total", "status=\"429\""})
+       {"tessera_num_requests_waiting{model_name=\"stories\"} 3", "tessera_num_requests_running",
+        "tessera_time_to_first_token_seconds_bucket", "tessera_inter_token_latency_seconds",
+        "tessera_e2e_request_latency_seconds", "tessera_request_queue_time_seconds",
+        "tessera_kv_cache_usage_perc{model_name=\"stories\"} 0.5", "tessera_prefix_cache_hits_total{model_name=\"stories\"} 7",
+        "tessera_prompt_tokens_total{model_name=\"stories\"} 5", "tessera_generation_tokens_total{model_name=\"stories\"} 6",
+        "tessera_batch_size_bucket", "tessera_batch_tokens_bucket", "tessera_num_preemptions_total",
+        "tessera_request_rejections_total", "reason=\"rate_limit\"} 1", "tessera_request_timeouts_total",
+        "tessera_request_cancellations_total", "tessera_result_cache_hits_total{model_name=\"stories\"} 1",
+        "tessera_fallbacks_total{model_name=\"stories\"} 1", "tessera_http_errors_total", "status=\"429\"",
+        "tessera_request_success_total{finished_reason=\"length\",model_name=\"stories\"} 1", "tessera_ready"})
     EXPECT_NE(text.find(name), std::string::npos) << name;
   // Counters only move forward: a second scrape with the same totals adds nothing.
-  m.update_engine(s);
-  EXPECT_NE(m.serialize().find("tessera:prefix_cache_hits_total{model_name=\"stories\"} 7"), std::string::npos);
+  m.update_engine(sample_engine_stats());
+  EXPECT_NE(m.serialize().find("tessera_prefix_cache_hits_total{model_name=\"stories\"} 7"), std::string::npos);
+}
+
+// vLLM's exact names for what vLLM exports too; Tessera's own metrics keep tessera_ (no invented vllm: names).
+TEST(ServerMetrics, VllmPrefixGivesVllmNames) {
+  Metrics m("stories", "vllm:");
+  record_sample_traffic(m);
+  const std::string text = m.serialize();
+  for (const char* name :
+       {"vllm:num_requests_waiting{model_name=\"stories\"} 3", "vllm:num_requests_running{model_name=\"stories\"} 2",
+        "vllm:kv_cache_usage_perc{model_name=\"stories\"} 0.5", "vllm:gpu_cache_usage_perc{model_name=\"stories\"} 0.5",
+        "vllm:prefix_cache_hits_total{model_name=\"stories\"} 7", "vllm:prefix_cache_queries_total",
+        "vllm:num_preemptions_total", "vllm:prompt_tokens_total{model_name=\"stories\"} 5",
+        "vllm:generation_tokens_total{model_name=\"stories\"} 6",
+        "vllm:request_success_total{finished_reason=\"length\",model_name=\"stories\"} 1",
+        "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
+        "vllm:e2e_request_latency_seconds_bucket", "vllm:request_queue_time_seconds_bucket",
+        "vllm:iteration_tokens_total_bucket", "tessera_batch_size_bucket", "tessera_ready",
+        "tessera_request_rejections_total", "tessera_result_cache_hits_total", "tessera_fallbacks_total",
+        "tessera_http_errors_total", "tessera_request_timeouts_total", "tessera_request_cancellations_total"})
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  for (const char* absent : {"vllm:batch_size", "vllm:ready", "vllm:http_errors", "tessera_num_requests_waiting",
+                             "tessera_batch_tokens", "vllm:batch_tokens"})
+    EXPECT_EQ(text.find(absent), std::string::npos) << absent;
+}
+
+TEST(ServerMetrics, AnyOtherPrefixReplacesTessera) {
+  const MetricNames n = metric_names("fleet_a:");
+  EXPECT_EQ(n.num_requests_waiting, "fleet_a:num_requests_waiting");
+  EXPECT_EQ(n.batch_tokens, "fleet_a:batch_tokens");
+  EXPECT_EQ(n.ready, "fleet_a:ready");
+  EXPECT_TRUE(n.kv_cache_usage_aliases.empty());
+}
+
+TEST(ServerMetrics, InvalidPrefixIsRefusedWithTheRule) {
+  for (const char* bad : {"", "9lives_", "tessera-", "tess era_", "t\xc3\xa9_"}) {
+    EXPECT_FALSE(metrics_prefix_problem(bad).empty()) << bad;
+    EXPECT_THROW(Metrics("m", bad), Error) << bad;
+  }
+  EXPECT_NE(metrics_prefix_problem("a-b").find("letters, digits, '_' and ':'"), std::string::npos);
+  for (const char* good : {"tessera_", "vllm:", "_x", ":x9"}) EXPECT_EQ(metrics_prefix_problem(good), "") << good;
 }
 
 }  // namespace
