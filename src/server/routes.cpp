@@ -165,6 +165,16 @@ void Service::handle_generation(Endpoint endpoint, HttpRequest& http, const std:
     metrics_->count_rejection("draining");
     throw ApiException(ErrorCode::Unavailable, "the server is shutting down");
   }
+  // Not ready means warming up, or a model that failed with nothing to fall back on. A 503 then, not a queued
+  // request: a load balancer without active health checks (open-source nginx) learns a replica is back only
+  // from its answers, so a replica that is starting must send each request on to the next one until /ready.
+  if (!ready_.load()) {
+    metrics_->count_rejection("not_ready");
+    throw ApiException(ApiError(ErrorCode::Unavailable,
+                                primary_ok_.load() ? "the server is warming up; retry later"
+                                                   : "the model failed and there is no fallback model",
+                                "", 1.0));
+  }
   const json body = parse_body(http.body);
   ApiRequest req = endpoint == Endpoint::Completions
                        ? parse_completion_request(body, options_.parse_limits, options_.base_sampling)

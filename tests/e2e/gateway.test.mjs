@@ -208,6 +208,13 @@ test('fallback: NaN logits on the primary re-run on the fallback model, counted'
     assert.ok(r.json.error);
     assert.equal((await fetch(s.url + '/ready')).status, 503);
     assert.equal((await fetch(s.url + '/health')).status, 200);
+    // Not ready: a 503 a balancer passes on to another replica, not another failed generation.
+    const again = await postJson(s.url + '/v1/completions', { prompt: 'Once upon a time', max_tokens: 5 });
+    expectOpenAiError(assert, again, 503);
+    assert.ok(again.headers.get('retry-after'));
+    assert.match(again.json.error.message, /no fallback model|warming up/);
+    const m = await metrics(s.url);
+    assert.ok(metricValue(m, 'tessera_request_rejections_total{model_name="nan",reason="not_ready"}') >= 1);
   }, { waitReady: false });
 });
 
