@@ -9,7 +9,9 @@
 namespace tessera {
 namespace {
 
-bool use_avx2(Isa isa) { return kernel_isa(isa < detected_isa() ? isa : detected_isa()) >= Isa::Avx2; }
+Isa level_for(Isa isa) { return kernel_isa(isa < detected_isa() ? isa : detected_isa()); }
+bool use_avx512(Isa isa) { return level_for(isa) == Isa::Avx512Vnni; }
+bool use_avx2(Isa isa) { return level_for(isa) >= Isa::Avx2; }
 
 // Stack room for cos/sin when rope() computes them itself; longer heads take the scalar path.
 constexpr int64_t kMaxRopePairs = 512;
@@ -36,6 +38,7 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* 
 }
 
 void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* out, Isa isa) {
+  if (use_avx512(isa)) return kernels::avx512::rms_norm(x, weight, eps, n, out);
   if (use_avx2(isa)) return kernels::avx2::rms_norm(x, weight, eps, n, out);
   float sum_sq = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum_sq += x[i] * x[i];
@@ -91,6 +94,7 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t position, const f
 void softmax(float* x, int64_t n) { softmax(x, n, active_isa()); }
 
 void softmax(float* x, int64_t n, Isa isa) {
+  if (use_avx512(isa)) return kernels::avx512::softmax(x, n);
   if (use_avx2(isa)) return kernels::avx2::softmax(x, n);
   float max_value = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) max_value = std::max(max_value, x[i]);
@@ -106,11 +110,20 @@ void softmax(float* x, int64_t n, Isa isa) {
 void swiglu(const float* gate, const float* up, int64_t n, float* out) { swiglu(gate, up, n, out, active_isa()); }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out, Isa isa) {
+  if (use_avx512(isa)) return kernels::avx512::swiglu(gate, up, n, out);
   if (use_avx2(isa)) return kernels::avx2::swiglu(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+
+void add(float* x, const float* y, int64_t n) { add(x, y, n, active_isa()); }
+
+void add(float* x, const float* y, int64_t n, Isa isa) {
+  if (use_avx512(isa)) return kernels::avx512::add(x, y, n);
+  if (use_avx2(isa)) return kernels::avx2::add(x, y, n);
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
 }  // namespace tessera

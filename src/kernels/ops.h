@@ -1,6 +1,7 @@
 // Element-wise and normalization ops of the transformer block, on fp32 rows.
-// Each op runs at active_isa() (AVX2 kernels serve every AVX2 and AVX-512 level) or at an explicit level; the
-// scalar versions are the reference. Results depend only on the row itself, never on other tokens.
+// Each op runs at active_isa() or at an explicit level (AVX-512 kernels for rms_norm, softmax, swiglu and add,
+// the AVX2 ones for rope); the scalar versions are the reference. Results depend only on the row itself, never on
+// other tokens.
 #pragma once
 
 #include <cstdint>
@@ -39,5 +40,9 @@ void softmax(float* x, int64_t n, Isa isa);
 // out[i] = silu(gate[i]) * up[i]. out may alias gate.
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 void swiglu(const float* gate, const float* up, int64_t n, float* out, Isa isa);
+
+// x[i] += y[i] (the residual stream); the sum of two floats, the same bits at every level.
+void add(float* x, const float* y, int64_t n);
+void add(float* x, const float* y, int64_t n, Isa isa);
 
 }  // namespace tessera

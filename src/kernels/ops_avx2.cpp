@@ -109,4 +109,10 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void add(float* x, const float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) x[i] += y[i];
+}
+
 }  // namespace tessera::kernels::avx2

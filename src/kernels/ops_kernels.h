@@ -11,6 +11,7 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* 
 void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, bool neox);
 void softmax(float* x, int64_t n);
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+void add(float* x, const float* y, int64_t n);
 
 // Attention for heads [head_begin, head_end) of n_tokens consecutive tokens; same contract as
 // tessera::attend_tokens. The KV view is passed as its fields so this header needs no other.
@@ -24,6 +25,11 @@ void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, con
 }  // namespace tessera::kernels::avx2
 
 namespace tessera::kernels::avx512 {
+
+void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* out);
+void softmax(float* x, int64_t n);
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+void add(float* x, const float* y, int64_t n);
 
 // The AVX-512 attention: the same contract as avx2::attend, with its own (batch-invariant) reduction order.
 void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, const float* fp8_table,

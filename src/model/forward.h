@@ -44,7 +44,7 @@ class Forward {
   // pay for a parallel region, else inline. Each token's result does not depend on the slicing.
   template <typename Fn>
   void for_token_slices(int64_t n_tokens, Fn&& fn);
-  void finish_qkv(const ForwardBatch& batch, const LayerWeights& layer, int64_t t0, int64_t t1);
+  void finish_qkv(const LayerWeights& layer, int64_t t0, int64_t t1);
 
   std::shared_ptr<const Model> model_;
   KvPool& kv_;
@@ -54,6 +54,7 @@ class Forward {
   // Workspace, grown on demand and reused: no allocation per step once warm.
   int64_t capacity_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_in_, logits_;
+  std::vector<float> rope_cos_, rope_sin_;  // [n_tokens, head_dim / 2] of this step's positions, for every layer
   std::vector<float> scratch_;   // [n_threads, attend_scratch_floats(max_positions, .., attention_run_tokens_)]
   int64_t scratch_stride_ = 0;
   int64_t attention_run_tokens_ = 1;

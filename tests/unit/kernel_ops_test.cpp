@@ -70,6 +70,18 @@ TEST_P(KernelOps, SwiGlu) {
   }
 }
 
+TEST_P(KernelOps, AddIsExactAndAliasFree) {
+  TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
+  for (int64_t n : kSizes) {
+    auto x = random_floats(size_t(n), 6, 3.0f);
+    const auto y = random_floats(size_t(n), 7, 3.0f);
+    auto ref = x;
+    add(x.data(), y.data(), n, GetParam());
+    for (int64_t i = 0; i < n; ++i) ref[size_t(i)] += y[size_t(i)];
+    EXPECT_EQ(x, ref) << n;  // one float addition per element: the same bits at every level
+  }
+}
+
 TEST_P(KernelOps, Rope) {
   TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
   for (RopeLayout layout : {RopeLayout::Interleaved, RopeLayout::NeoX}) {
