@@ -22,7 +22,8 @@ struct ThroughputMeasurement {
   double tokens_per_s = 0.0;         // n_tokens / best run (prefill) or n_tokens / median step (decode)
 };
 
-// One prompt of n_tokens in a single forward batch (logits for the last token only), best of `reps`.
+// One prompt of n_tokens in a single forward batch (logits for the last token only), best of `reps` after an
+// untimed first run.
 ThroughputMeasurement measure_prefill(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_tokens,
                                       int reps, KvType kv_type = KvType::F16);
 
