@@ -229,7 +229,7 @@ std::shared_ptr<File> File::open(const std::string& path) {
 }
 
 bool File::rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn) {
-  if (mapping_ == nullptr) return false;
+  if (mapping_ == nullptr) return rewriter_ ? rewriter_(p, n, fn) : false;
   TESSERA_CHECK(p >= bytes_.data() && n <= bytes_.size() && size_t(p - bytes_.data()) <= bytes_.size() - n);
   mapping_->rewrite_private(size_t(p - bytes_.data()), n, fn);
   return true;
@@ -250,10 +250,11 @@ std::shared_ptr<File> File::from_memory(std::span<const uint8_t> bytes, std::str
 }
 
 std::shared_ptr<File> File::from_parts(std::string name, Metadata metadata, std::vector<TensorInfo> tensors,
-                                       std::shared_ptr<const void> storage) {
+                                       std::shared_ptr<const void> storage, Rewriter rewriter) {
   std::shared_ptr<File> file(new File());
   file->name_ = std::move(name);
   file->storage_ = std::move(storage);
+  file->rewriter_ = std::move(rewriter);
   file->version_ = 3;  // what it would be written as
   std::unordered_set<std::string> seen;
   for (const auto& [key, value] : metadata) {

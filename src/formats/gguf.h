@@ -97,11 +97,15 @@ class File {
   static std::shared_ptr<File> open(const std::string& path);
   // Parses bytes owned by the caller (they must outlive the File), e.g. the embedded default model.
   static std::shared_ptr<File> from_memory(std::span<const uint8_t> bytes, std::string name);
+  // Runs fn on a writable view of [p, p + n) and returns true, or returns false when those bytes cannot change.
+  using Rewriter = std::function<bool(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn)>;
+
   // A file assembled in memory rather than parsed (a Hugging Face folder seen through GGUF names): each
   // tensor's `data`, `type` and `dims` are given and point into memory that `storage` keeps alive; n_elements
-  // and n_bytes are computed here. Throws tessera::Error for duplicate keys or names and unknown types.
+  // and n_bytes are computed here; `rewriter`, if any, serves rewrite_private. Throws tessera::Error for
+  // duplicate keys or names and unknown types.
   static std::shared_ptr<File> from_parts(std::string name, Metadata metadata, std::vector<TensorInfo> tensors,
-                                          std::shared_ptr<const void> storage);
+                                          std::shared_ptr<const void> storage, Rewriter rewriter = {});
 
   const std::string& name() const { return name_; }
   uint32_t version() const { return version_; }
@@ -126,8 +130,8 @@ class File {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
 
   // Files opened from disk: runs fn on a writable view of the n bytes at p (inside the file's bytes), in this
-  // process's private copy of the mapping (MappedFile::rewrite_private), and returns true. Other files
-  // (from_memory, from_parts) are not this object's to change: returns false without running fn.
+  // process's private copy of the mapping (MappedFile::rewrite_private), and returns true. from_parts files
+  // ask their rewriter; from_memory files are not this object's to change: returns false without running fn.
   bool rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn);
   // Files opened from disk: MappedFile::use_huge_pages for the n bytes at p (inside the file's bytes); a no-op
   // for other files.
@@ -141,6 +145,7 @@ class File {
   std::string name_;
   std::shared_ptr<MappedFile> mapping_;  // empty for from_memory
   std::shared_ptr<const void> storage_;  // from_parts: whatever the tensors point into
+  Rewriter rewriter_;                    // from_parts: how their bytes may change, if they may
   std::span<const uint8_t> bytes_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

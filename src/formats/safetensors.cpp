@@ -163,6 +163,14 @@ const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
   return nullptr;
 }
 
+bool SafetensorsFile::rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn) {
+  if (mapping_ == nullptr || p < bytes_.data() || n > bytes_.size() || size_t(p - bytes_.data()) > bytes_.size() - n) {
+    return false;
+  }
+  mapping_->rewrite_private(size_t(p - bytes_.data()), n, fn);
+  return true;
+}
+
 std::shared_ptr<SafetensorsFolder> SafetensorsFolder::open(const std::string& dir) {
   namespace fs = std::filesystem;
   auto folder = std::make_shared<SafetensorsFolder>();
@@ -242,6 +250,13 @@ const SafetensorsTensor* SafetensorsFolder::find(const std::string& name) const 
   const auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
                                    [](const SafetensorsTensor* t, const std::string& n) { return t->name < n; });
   return it != tensors_.end() && (*it)->name == name ? *it : nullptr;
+}
+
+bool SafetensorsFolder::rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn) const {
+  for (const auto& shard : shards_) {
+    if (shard->rewrite_private(p, n, fn)) return true;
+  }
+  return false;
 }
 
 const std::string& SafetensorsFolder::shard_name(const SafetensorsTensor& t) const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,9 @@ class SafetensorsFile {
   uint64_t file_size() const { return bytes_.size(); }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }  // in data order
   const SafetensorsTensor* find(const std::string& name) const;
+  // Files opened from disk, when [p, p + n) lies in their bytes: runs fn on a writable view of those bytes in
+  // this process's private copy of the mapping (MappedFile::rewrite_private) and returns true; else false.
+  bool rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn);
 
  private:
   SafetensorsFile() = default;
@@ -60,6 +64,8 @@ class SafetensorsFolder {
   const std::vector<std::shared_ptr<SafetensorsFile>>& shards() const { return shards_; }
   const std::vector<const SafetensorsTensor*>& tensors() const { return tensors_; }  // sorted by name
   const SafetensorsTensor* find(const std::string& name) const;
+  // SafetensorsFile::rewrite_private on the shard holding [p, p + n); false when none does.
+  bool rewrite_private(const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn) const;
   // The shard holding `t`, for messages.
   const std::string& shard_name(const SafetensorsTensor& t) const;
 

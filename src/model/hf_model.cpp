@@ -215,7 +215,19 @@ HfFolder open_hf_folder(const std::string& dir) {
     if (!sampling.empty()) out.notes.push_back("sampling defaults (generation_config.json): " + sampling.describe());
     for (auto& kv : sampling_metadata(sampling)) metadata.push_back(std::move(kv));
   }
-  out.file = gguf::File::from_parts(dir, std::move(metadata), std::move(tensors), std::move(storage));
+  // The kernels' layouts are written in place (Model::apply): into the shards' private mappings, or into the
+  // copies this folder owns.
+  const Storage* held = storage.get();
+  auto rewriter = [held](const uint8_t* p, size_t n, const std::function<void(uint8_t*)>& fn) {
+    for (const auto& bytes : held->owned) {
+      if (p >= bytes.data() && n <= bytes.size() && size_t(p - bytes.data()) <= bytes.size() - n) {
+        fn(const_cast<uint8_t*>(p));
+        return true;
+      }
+    }
+    return held->weights->rewrite_private(p, n, fn);
+  };
+  out.file = gguf::File::from_parts(dir, std::move(metadata), std::move(tensors), std::move(storage), rewriter);
   return out;
 }
 
