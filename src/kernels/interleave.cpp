@@ -32,9 +32,40 @@ BlockShape block_shape(TensorType type) {
   }
 }
 
+// Bytes per element of the panel types, 0 for the others.
+size_t panel_element_bytes(TensorType type) {
+  switch (type) {
+    case TensorType::F32: return 4;
+    case TensorType::F16:
+    case TensorType::BF16: return 2;
+    default: return 0;
+  }
+}
+
+void panel_rows(uint8_t* data, int64_t n_out, int64_t n_in, size_t element) {
+  const size_t row_bytes = size_t(n_in) * element;
+  std::vector<uint8_t> rows(kPanelRows * row_bytes);  // one panel as stored
+  for (int64_t p = 0; p < n_out / kPanelRows; ++p) {
+    uint8_t* panel = data + size_t(p) * kPanelRows * row_bytes;
+    std::memcpy(rows.data(), panel, rows.size());
+    for (int64_t k = 0; k < n_in; ++k) {
+      uint8_t* slice = panel + size_t(k) * kPanelRows * element;
+      for (int l = 0; l < kPanelRows; ++l) std::memcpy(slice + l * element, rows.data() + l * row_bytes + k * element, element);
+    }
+  }
+}
+
 }  // namespace
 
+WeightLayout interleaved_layout(TensorType type) {
+  return panel_element_bytes(type) != 0 ? WeightLayout::Panel32 : WeightLayout::Interleaved8;
+}
+
 bool can_interleave(const WeightMatrix& w) {
+  if (const size_t element = panel_element_bytes(w.type)) {
+    return w.layout == WeightLayout::Rows && w.n_out > 0 && w.n_out % kPanelRows == 0 &&
+           w.row_bytes == size_t(w.n_in) * element;
+  }
   const BlockShape shape = block_shape(w.type);
   return shape.bytes != 0 && w.layout == WeightLayout::Rows && w.n_out > 0 && w.n_out % kInterleaveRows == 0 &&
          w.n_in % shape.values == 0 && w.row_bytes == size_t(w.n_in / shape.values) * shape.bytes &&
@@ -42,6 +73,10 @@ bool can_interleave(const WeightMatrix& w) {
 }
 
 void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in) {
+  if (const size_t element = panel_element_bytes(type)) {
+    TESSERA_CHECK(n_out % kPanelRows == 0);
+    return panel_rows(data, n_out, n_in, element);
+  }
   const BlockShape shape = block_shape(type);
   const size_t bytes = shape.bytes, scale_bytes = shape.scale_bytes, payload = bytes - scale_bytes;
   const size_t scale_at = shape.scale_offset, payload_at = shape.payload_offset();
@@ -64,6 +99,12 @@ void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in
 }
 
 void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst) {
+  if (const size_t element = panel_element_bytes(w.type)) {
+    TESSERA_CHECK(w.layout == WeightLayout::Panel32 && r >= 0 && r < w.n_out);
+    const uint8_t* panel = w.data + size_t(r / kPanelRows) * kPanelRows * w.row_bytes + size_t(r % kPanelRows) * element;
+    for (int64_t k = 0; k < w.n_in; ++k) std::memcpy(dst + k * element, panel + size_t(k) * kPanelRows * element, element);
+    return;
+  }
   const BlockShape shape = block_shape(w.type);
   const size_t bytes = shape.bytes, scale_bytes = shape.scale_bytes, payload = bytes - scale_bytes;
   const size_t scale_at = shape.scale_offset, payload_at = shape.payload_offset();

@@ -18,26 +18,38 @@
 //   Q6_K (256 values): bytes 0..15 the 8 rows' fp16 d (the last 2 bytes of a row's block); then the other 208
 //                bytes in 52 vectors, byte 4l + i of Vj is byte 4j + i of row l's block: V0..V31 its ql,
 //                V32..V47 its qh, V48..V51 its 16 int8 scales.
+//
+// F32, F16 and BF16 rows in panels of 32 (WeightLayout::Panel32): panel p holds rows 32p..32p+31 as n_in
+// slices, slice k the 32 rows' element k in row order (64 bytes of F16 or BF16, 128 of F32). One vector load
+// then gives 8 or 16 rows at one k, which makes a float product an outer product: broadcast activations times
+// weight vectors, every output element one FMA chain over k (kernels/matmul_panel_inl.h).
+//
 // The bytes are the file's bytes, moved: rewriting in place keeps the memory footprint.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/matmul_kernels.h"
 #include "kernels/weight_matrix.h"
 
 namespace tessera {
 
 constexpr int kInterleaveRows = 8;
+using kernels::kPanelRows;
 
-// Whether w can take the Interleaved8 layout: Q4_0, Q8_0, I8 (without LLM.int8() outliers), Q4_K or Q6_K in the
-// Rows layout, a multiple of 8 rows of whole blocks.
+// Whether w can be rewritten for its kernels: Q4_0, Q8_0, I8 (without LLM.int8() outliers), Q4_K or Q6_K in the
+// Rows layout, a multiple of 8 rows of whole blocks (to Interleaved8); F32, F16 or BF16 in the Rows layout, a
+// multiple of 32 rows (to Panel32).
 bool can_interleave(const WeightMatrix& w);
 
-// Rewrites the matrix at data (n_out rows of `type`, one of can_interleave's types, n_out a multiple of 8) into
-// Interleaved8.
+// The layout interleave_rows gives a matrix of `type`.
+WeightLayout interleaved_layout(TensorType type);
+
+// Rewrites the matrix at data (n_out rows of `type`, one of can_interleave's types and shapes) into
+// interleaved_layout(type).
 void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in);
 
-// Row r of an Interleaved8 matrix as the file stored it: dst holds w.row_bytes bytes.
+// Row r of an Interleaved8 or Panel32 matrix as the file stored it: dst holds w.row_bytes bytes.
 void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst);
 
 }  // namespace tessera

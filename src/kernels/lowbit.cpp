@@ -94,7 +94,7 @@ void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* dst) {
       dequantize_row_fp8(w.row(r), w.n_in, w.row_scales[r], dst);
       return;
     default:
-      if (w.layout == WeightLayout::Interleaved8) {
+      if (w.layout != WeightLayout::Rows) {
         thread_local std::vector<uint8_t> row;
         if (row.size() < w.row_bytes) row.resize(w.row_bytes);
         deinterleave_row(w, r, row.data());

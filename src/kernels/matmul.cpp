@@ -38,6 +38,14 @@ T* grow(std::vector<T>& v, size_t n) {
 }
 
 bool kernel_type(const WeightMatrix& w, KernelType* out) {
+  if (w.layout == WeightLayout::Panel32) {
+    switch (w.type) {
+      case TensorType::F32: *out = KernelType::F32x32; return true;
+      case TensorType::F16: *out = KernelType::F16x32; return true;
+      case TensorType::BF16: *out = KernelType::BF16x32; return true;
+      default: return false;
+    }
+  }
   if (w.layout == WeightLayout::Interleaved8) {
     switch (w.type) {
       case TensorType::Q4_0: *out = KernelType::Q4_0x8; return true;
@@ -61,7 +69,22 @@ bool kernel_type(const WeightMatrix& w, KernelType* out) {
   }
 }
 
-bool is_float_type(KernelType t) { return t == KernelType::F32 || t == KernelType::F16 || t == KernelType::BF16; }
+bool is_float_type(KernelType t) {
+  switch (t) {
+    case KernelType::F32:
+    case KernelType::F16:
+    case KernelType::BF16:
+    case KernelType::F32x32:
+    case KernelType::F16x32:
+    case KernelType::BF16x32: return true;
+    default: return false;
+  }
+}
+
+// The rows a parallel split must keep together: an interleaved group or a panel.
+int64_t row_unit(WeightLayout layout) {
+  return layout == WeightLayout::Panel32 ? kPanelRows : layout == WeightLayout::Interleaved8 ? kInterleaveRows : 1;
+}
 
 }  // namespace
 
@@ -169,16 +192,16 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   // the targets one by one.
   KernelType first_type;
   bool shared = has_fast_kernel(*targets[0].w, level, &first_type);
-  bool interleaved = false, all_whole_groups = true;
+  int64_t unit = 1;
   for (const MatmulTarget& t : targets) {
     KernelType type;
     shared = shared && has_fast_kernel(*t.w, level, &type) && act_kind(type) == act_kind(first_type) &&
              t.w->n_in == targets[0].w->n_in && t.w->outlier_threshold == targets[0].w->outlier_threshold;
-    interleaved = interleaved || t.w->layout == WeightLayout::Interleaved8;
-    all_whole_groups = all_whole_groups && t.w->n_out % kInterleaveRows == 0;
+    unit = std::max(unit, row_unit(t.w->layout));
   }
-  // The row split runs in 8-row groups when a target is interleaved, which the others' rows must allow.
-  shared = shared && (!interleaved || all_whole_groups);
+  // The row split runs in units of the largest group or panel among the targets, which every target's rows must
+  // allow (8 divides 32).
+  for (const MatmulTarget& t : targets) shared = shared && t.w->n_out % unit == 0;
   if (!shared && targets.size() > 1 && shares_int4_input(targets)) {
     constexpr size_t kMax = 8;
     TESSERA_CHECK(targets.size() <= kMax);
@@ -231,10 +254,10 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     first_row[j + 1] = first_row[j] + std::max<int64_t>(w.n_out, 0);
   }
   // The targets' rows, end to end, split evenly over the threads: one barrier for all of them, and no thread
-  // idles at the end of a small matrix (k and v are an eighth of q in grouped-query models). Interleaved
-  // matrices are split at their 8-row groups: then every target's rows are, and the split runs in groups.
+  // idles at the end of a small matrix (k and v are an eighth of q in grouped-query models). Interleaved and
+  // panel matrices are split at their groups or panels: then every target's rows are, and the split runs in
+  // such units.
   const size_t n_targets = targets.size();
-  const int64_t unit = interleaved ? kInterleaveRows : 1;
   pool.parallel_for(first_row[n_targets] / unit, [&](int64_t unit_begin, int64_t unit_end) {
     const int64_t begin = unit_begin * unit, end = unit_end * unit;
     for (size_t j = 0; j < n_targets; ++j) {

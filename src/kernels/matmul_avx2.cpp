@@ -26,9 +26,34 @@ constexpr int rows_per_tile(int n_tokens) { return n_tokens >= 3 ? 2 : 4; }
 
 #include "kernels/matmul_x86_inl.h"
 
+// The float panel tiles on ymm (matmul_panel_inl.h). 16 registers: a prompt tile of 2 vectors (16 rows) × 6
+// tokens keeps 12 accumulators, 2 weight vectors and a broadcast; one token streams 8 vectors (64 rows) for 8
+// independent FMA chains.
+struct PanelVec {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static constexpr int kPackedVectors = 2, kPackedTokens = 6;
+  static constexpr int direct_vectors(int n_tokens) { return n_tokens == 1 ? 8 : n_tokens == 2 ? 4 : 2; }
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float f) { return _mm256_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V load_f32(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static V load_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static V load_bf16(const uint8_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static void pin(V& v) { keep_in_register(v); }
+};
+
+#include "kernels/matmul_panel_inl.h"
+
 }  // namespace
 
 void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
+  if (is_panel_type(args.type)) return panel_matmul_rows(args, row_begin, row_end);
   matmul_rows_impl(args, row_begin, row_end);
 }
 

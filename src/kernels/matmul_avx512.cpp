@@ -30,9 +30,33 @@ constexpr int rows_per_tile(int) { return 4; }
 #include "kernels/matmul_x86_inl.h"
 #include "kernels/matmul_zmm_inl.h"
 
+// The float panel tiles on zmm (matmul_panel_inl.h). 32 registers: a prompt tile of 2 vectors (one panel) × 12
+// tokens keeps 24 accumulators, 2 weight vectors and a broadcast; one token streams 8 vectors (128 rows).
+struct PanelVec {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kPackedVectors = 2, kPackedTokens = 12;
+  static constexpr int direct_vectors(int n_tokens) { return n_tokens <= 2 ? 8 : n_tokens == 3 ? 6 : 4; }
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V load_f32(const uint8_t* p) { return _mm512_loadu_ps(p); }
+  static V load_f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static V load_bf16(const uint8_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  static void pin(V& v) { keep_in_zmm(v); }
+};
+
+#include "kernels/matmul_panel_inl.h"
+
 }  // namespace
 
 void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
+  if (is_panel_type(args.type)) return panel_matmul_rows(args, row_begin, row_end);
   if (takes_zmm_tiles(args)) return zmm_matmul_rows(args, row_begin, row_end);
   matmul_rows_impl(args, row_begin, row_end);
 }

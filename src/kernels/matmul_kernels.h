@@ -26,8 +26,14 @@ struct QuantizedActs {
 
 // Weight type codes the kernels know (a subset of TensorType, kept numeric so ISA files need no other header).
 // Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8: rows interleaved in groups of 8 (kernels/interleave.h); a call's row
-// range starts and ends at a group boundary.
-enum class KernelType : int { F32, F16, BF16, I8, Q8_0, Q4_0, Q4_K, Q6_K, Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8 };
+// range starts and ends at a group boundary. F32x32, F16x32, BF16x32: rows in panels of kPanelRows
+// (WeightLayout::Panel32); a call's row range starts and ends at a panel boundary.
+enum class KernelType : int {
+  F32, F16, BF16, I8, Q8_0, Q4_0, Q4_K, Q6_K, Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8, F32x32, F16x32, BF16x32
+};
+
+// Rows per panel of the float panel layout (kernels/interleave.h).
+constexpr int kPanelRows = 32;
 
 struct MatmulArgs {
   KernelType type = KernelType::F32;

@@ -1000,6 +1000,9 @@ void tile(const TileCtx& c) {
     case KernelType::I8x8:
     case KernelType::Q4_Kx8:
     case KernelType::Q6_Kx8: return;  // interleaved_rows
+    case KernelType::F32x32:
+    case KernelType::F16x32:
+    case KernelType::BF16x32: return;  // panel_matmul_rows (matmul_panel_inl.h)
   }
 }
 

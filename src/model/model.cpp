@@ -293,14 +293,21 @@ void for_each_linear(Weights& w, F&& f) {
     for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) f(*m);
 }
 
+// Whether interleave_weights rewrites m: every matrix can_interleave takes, but float matrices (panels) only
+// when `floats` allows.
+bool rewrites(const WeightMatrix& m, bool floats) {
+  return can_interleave(m) && (floats || interleaved_layout(m.type) != WeightLayout::Panel32);
+}
+
 // The bytes of the matrices the forward pass streams (all of them, or only those interleave_weights rewrites),
 // in address order, merged where less than a huge page apart. Only whole 2 MiB pages inside a range can move to
 // huge pages; merged, the pages that straddle two matrices (and the norms between them) move too, not just each
 // matrix's interior.
-std::vector<std::pair<const uint8_t*, const uint8_t*>> streamed_spans(const ModelWeights& w, bool only_interleaved) {
+std::vector<std::pair<const uint8_t*, const uint8_t*>> streamed_spans(const ModelWeights& w, bool only_rewritten,
+                                                                       bool floats) {
   std::vector<std::pair<const uint8_t*, const uint8_t*>> spans;
   for_each_linear(w, [&](const WeightMatrix& m) {
-    if (!only_interleaved || can_interleave(m)) spans.emplace_back(m.data, m.data + size_t(m.n_out) * m.row_bytes);
+    if (!only_rewritten || rewrites(m, floats)) spans.emplace_back(m.data, m.data + size_t(m.n_out) * m.row_bytes);
   });
   std::sort(spans.begin(), spans.end());
   std::vector<std::pair<const uint8_t*, const uint8_t*>> merged;
@@ -314,45 +321,52 @@ std::vector<std::pair<const uint8_t*, const uint8_t*>> streamed_spans(const Mode
   return merged;
 }
 
-// Moves the streamed matrices of a mapped file to huge pages (MappedFile::use_huge_pages). Rewritten matrices
-// become private pages anyway, so theirs always move. The others (F16, BF16, F32, FP8, INT4) move while all
-// streamed weights fit in half the memory available: that keeps them as fast, but makes them this process's own
-// memory, which a model larger than memory (read from disk every token) or one shared by several processes
-// through the page cache cannot afford.
-void move_streamed_weights_to_huge_pages(const ModelWeights& w, gguf::File& file) {
-  auto spans = streamed_spans(w, false);
+// Whether the streamed matrices may all become this process's own memory: while they fit in half the memory
+// available. A model larger than memory (read from disk every token) or one shared by several processes through
+// the page cache cannot afford it.
+bool streamed_weights_may_be_private(const ModelWeights& w) {
   uint64_t streamed = 0;
-  for (const auto& [begin, end] : spans) streamed += uint64_t(end - begin);
+  for (const auto& [begin, end] : streamed_spans(w, false, true)) streamed += uint64_t(end - begin);
   const uint64_t available = available_memory_bytes();
-  if (available == 0 || streamed > available / 2) spans = streamed_spans(w, true);
-  for (const auto& [begin, end] : spans) file.use_huge_pages(begin, size_t(end - begin));
+  return available != 0 && streamed <= available / 2;
+}
+
+// Moves the streamed matrices of a mapped file to huge pages (MappedFile::use_huge_pages). Rewritten matrices
+// become private pages anyway, so theirs always move; the others (and the float matrices, which are then left in
+// rows) move only when all may be private.
+void move_streamed_weights_to_huge_pages(const ModelWeights& w, gguf::File& file, bool all_private) {
+  for (const auto& [begin, end] : streamed_spans(w, !all_private, false)) file.use_huge_pages(begin, size_t(end - begin));
 }
 
 }  // namespace
 
-void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite) {
+void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool floats) {
   std::unordered_set<const uint8_t*> done;
   for_each_linear(w, [&](WeightMatrix& m) {
     if (done.count(m.data) != 0) {
-      m.layout = WeightLayout::Interleaved8;  // a second view of bytes already rewritten
+      m.layout = interleaved_layout(m.type);  // a second view of bytes already rewritten
       return;
     }
-    if (!can_interleave(m)) return;
+    if (!rewrites(m, floats)) return;
     const auto interleave = [&](uint8_t* p) { interleave_rows(m.type, p, m.n_out, m.n_in); };
     if (!rewrite(m.data, size_t(m.n_out) * m.row_bytes, interleave)) return;
-    m.layout = WeightLayout::Interleaved8;
+    m.layout = interleaved_layout(m.type);
     done.insert(m.data);
   });
-  if (done.count(w.token_embd.data) != 0) w.token_embd.layout = WeightLayout::Interleaved8;
+  if (done.count(w.token_embd.data) != 0) w.token_embd.layout = interleaved_layout(w.token_embd.type);
 }
 
 void Model::apply(const LoadOptions& options) {
   check_int8_threshold(options.int8_threshold);
   if (options.interleave_rows && file_ != nullptr) {
-    move_streamed_weights_to_huge_pages(weights_, *file_);
-    interleave_weights(weights_, [&](const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn) {
-      return file_->rewrite_private(data, n, fn);
-    });
+    const bool all_private = streamed_weights_may_be_private(weights_);
+    move_streamed_weights_to_huge_pages(weights_, *file_, all_private);
+    interleave_weights(
+        weights_,
+        [&](const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn) {
+          return file_->rewrite_private(data, n, fn);
+        },
+        all_private);
   }
   for_each_linear(weights_, [&](WeightMatrix& m) {
     if (m.type == TensorType::I8) m.outlier_threshold = options.int8_threshold;

@@ -41,7 +41,8 @@ struct LoadOptions {
   float int8_threshold = 0.0f;
   // Q4_0, Q8_0, I8, Q4_K and Q6_K matrices of a GGUF file loaded from disk are rewritten, in this process's
   // private copy of their pages, into the layout their kernels read fastest (kernels/interleave.h); the file is
-  // not changed. Their whole 2 MiB stretches move to huge pages on the way (MappedFile::rewrite_private).
+  // not changed. So are F32, F16 and BF16 matrices while all streamed weights fit in half the memory available.
+  // Their whole 2 MiB stretches move to huge pages on the way (MappedFile::rewrite_private).
   bool interleave_rows = true;
 };
 
@@ -49,9 +50,10 @@ struct LoadOptions {
 using WeightRewriter =
     std::function<bool(const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn)>;
 
-// Every Q4_0, Q8_0 or I8 matrix the forward pass multiplies with that can be interleaved (kernels/interleave.h) is, through
-// `rewrite`; a view sharing a rewritten matrix's bytes (an embedding tied to the output) takes its layout.
-void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite);
+// Every matrix the forward pass multiplies with that can be rewritten for its kernels (kernels/interleave.h) is,
+// through `rewrite`: the integer block types into groups of 8, and with `floats` the F32, F16 and BF16 ones into
+// panels of 32. A view sharing a rewritten matrix's bytes (an embedding tied to the output) takes its layout.
+void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool floats = true);
 
 class Model {
  public:

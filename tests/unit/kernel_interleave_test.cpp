@@ -1,6 +1,6 @@
-// Q4_0, Q8_0, I8, Q4_K and Q6_K rows interleaved in groups of 8 (kernels/interleave.h): the layout keeps every
-// byte, rows read back exactly, and the interleaved kernels meet the reference bound and the batch-invariance
-// contract.
+// Q4_0, Q8_0, I8, Q4_K and Q6_K rows interleaved in groups of 8, and F32, F16 and BF16 rows in panels of 32
+// (kernels/interleave.h): the layouts keep every byte, rows read back exactly, and their kernels meet the
+// reference bound and the batch-invariance contract.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,8 +30,15 @@ struct Interleaved {
   WeightMatrix view;
 };
 
-// Values per block: a super-block for the K-quants, 32 for the others.
+// Values per block: a super-block for the K-quants, 32 for the others (the float types have no blocks).
 int64_t block_values(TensorType type) { return type == TensorType::Q4_K || type == TensorType::Q6_K ? 256 : 32; }
+
+bool is_panel(TensorType type) {
+  return type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16;
+}
+
+// Rows a layout unit holds: a group of 8, or a panel of 32.
+int64_t unit_rows(TensorType type) { return is_panel(type) ? kPanelRows : kInterleaveRows; }
 
 Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint32_t seed) {
   Interleaved m{make_weights(type, n_out, n_in, seed), {}, {}};
@@ -39,7 +46,7 @@ Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint3
   interleave_rows(type, m.data.data(), n_out, n_in);
   m.view = m.rows.view;
   m.view.data = m.data.data();
-  m.view.layout = WeightLayout::Interleaved8;
+  m.view.layout = interleaved_layout(type);
   return m;
 }
 
@@ -50,9 +57,16 @@ TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
     EXPECT_FALSE(can_interleave(make_weights(type, 12, n_in, 1).view)) << tensor_type_name(type);
     EXPECT_FALSE(can_interleave(make_interleaved(type, 16, n_in, 1).view)) << "already interleaved";
   }
-  for (TensorType type : {TensorType::F16, TensorType::BF16}) {
-    EXPECT_FALSE(can_interleave(make_weights(type, 16, 256, 1).view)) << tensor_type_name(type);
+  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+    EXPECT_TRUE(can_interleave(make_weights(type, 64, 100, 1).view)) << tensor_type_name(type);
+    EXPECT_FALSE(can_interleave(make_weights(type, 16, 256, 1).view)) << tensor_type_name(type);  // half a panel
+    EXPECT_FALSE(can_interleave(make_interleaved(type, 32, 100, 1).view)) << "already in panels";
+    EXPECT_EQ(interleaved_layout(type), WeightLayout::Panel32);
   }
+  auto fp8 = make_weights(TensorType::F16, 64, 128, 1).view;
+  fp8.type = TensorType::FP8_E4M3;  // same shape, a type with neither layout
+  fp8.row_bytes = 128;
+  EXPECT_FALSE(can_interleave(fp8));
   EXPECT_FALSE(can_interleave(make_weights(TensorType::I8, 16, 72, 1).view));  // rows not whole blocks of 32
   auto with_outliers = make_weights(TensorType::I8, 16, 64, 1);
   with_outliers.view.outlier_threshold = 6.0f;  // LLM.int8() columns are read from the row layout
@@ -62,7 +76,7 @@ TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
 class InterleaveType : public ::testing::TestWithParam<TensorType> {};
 
 TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
-  const int64_t n_out = 24, n_in = block_values(GetParam()) * 7;
+  const int64_t n_out = 3 * unit_rows(GetParam()), n_in = block_values(GetParam()) * 7;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 3);
   EXPECT_NE(m.data, m.rows.data);  // the layout did change
   std::vector<uint8_t> sorted_before = m.rows.data, sorted_after = m.data;
@@ -83,7 +97,9 @@ TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
 // At every ISA level: within the reference bound, and each token's outputs bit-identical alone or in any batch,
 // with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
 TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
-  const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 5 : 32 * 21, n_out = 8 * 37, n_max = 13;
+  // Panels: 672 values run in two chunks of k (512 + 160) from 5 tokens on, and 1-4 tokens read in place.
+  const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 5 : 32 * 21, n_max = 13;
+  const int64_t n_out = is_panel(GetParam()) ? kPanelRows * 9 : 8 * 37;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 5);
   auto x = random_floats(size_t(n_max * n_in), 6);
   for (int64_t t = 0; t < n_max; ++t)
@@ -118,7 +134,7 @@ TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
 // batch of 30 ends with a block of 6 in tiles narrower than the others; every token still gets the bits it gets
 // alone.
 TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
-  const int64_t n_in = 32 * 200, n_out = 16, n_tokens = 30;  // 25 K-quant super-blocks
+  const int64_t n_in = 32 * 200, n_out = 2 * unit_rows(GetParam()), n_tokens = 30;  // 25 K-quant super-blocks
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 15);
   const auto x = random_floats(size_t(n_tokens * n_in), 16);
   ThreadPool one(1), two(2);
@@ -136,6 +152,35 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
 // Activations far below the smallest normal float (a block or row quantized to zero) and ordinary ones side by
 // side: each token gets the bits it gets alone, at every ISA level (the 512-bit tiles also read the activation
 // sums, which must agree with the stored bytes).
+// Panels take a prompt in blocks of 120 tokens: 130 tokens end with a block of 10, one narrower tile, and every
+// token still gets the bits it gets alone; the AVX2 and AVX-512 tiles (8 and 16 lanes, other tile shapes) give
+// the same bits as each other, every element being one FMA chain over k in order.
+TEST(InterleavePanels, TokenBlocksAndVectorWidthsGiveTheSameBits) {
+  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+    const int64_t n_in = 100, n_out = 2 * kPanelRows, n_tokens = 130;
+    const Interleaved m = make_interleaved(type, n_out, n_in, 35);
+    const auto x = random_floats(size_t(n_tokens * n_in), 36);
+    ThreadPool one(1), two(2);
+    std::vector<float> first;
+    for (const Isa isa : kernel_isas()) {
+      if (isa == Isa::Scalar || isa > detected_isa()) continue;
+      std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
+      for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+      for (ThreadPool* pool : {&one, &two}) {
+        matmul(m.view, x.data(), n_tokens, y.data(), *pool, isa);
+        EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size()))
+            << tensor_type_name(type) << ", " << isa_name(isa) << ", " << pool->size() << " threads";
+      }
+      if (first.empty()) {
+        first = alone;
+      } else {
+        EXPECT_EQ(0, std::memcmp(first.data(), alone.data(), sizeof(float) * alone.size()))
+            << tensor_type_name(type) << ": " << isa_name(isa) << " differs from the 256-bit tiles";
+      }
+    }
+  }
+}
+
 TEST_P(InterleaveType, TinyActivationsGiveTheSameBitsInBatches) {
   const int64_t n_in = block_values(GetParam()) == 256 ? 512 : 96, n_out = 64, n_tokens = 9;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 25);
@@ -189,6 +234,18 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
 
 // A Q4_K_M file's attention: Q4_K q and k beside a Q6_K v, one activation format; and a set with a Q6_K matrix
 // left in the row layout.
+// Panel q, k and v share one parallel region (split at panels) with each other and with float matrices left in
+// rows; a target that is not whole panels with them sends the set down separate calls.
+TEST(Interleave, PanelSetsShareOneInput) {
+  const int64_t n_in = 96;
+  const Interleaved q = make_interleaved(TensorType::F16, 128, n_in, 27);
+  const Interleaved k = make_interleaved(TensorType::F16, 32, n_in, 28);
+  const Interleaved v = make_interleaved(TensorType::BF16, 32, n_in, 29);
+  const auto rows = make_weights(TensorType::F16, 64, n_in, 30), odd = make_weights(TensorType::F32, 24, n_in, 31);
+  expect_sets_share_input({{&q.view, &k.view, &v.view}, {&q.view, &rows.view}, {&k.view, &odd.view, &v.view}}, n_in,
+                          {1, 3, 7, 13}, 32, "panel set");
+}
+
 TEST(Interleave, KQuantSetsShareOneInput) {
   const int64_t n_in = 256 * 3;
   const Interleaved q = make_interleaved(TensorType::Q4_K, 32, n_in, 17);
@@ -201,7 +258,7 @@ TEST(Interleave, KQuantSetsShareOneInput) {
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveType,
                          ::testing::Values(TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K,
-                                           TensorType::Q6_K),
+                                           TensorType::Q6_K, TensorType::F32, TensorType::F16, TensorType::BF16),
                          [](const auto& info) { return std::string(tensor_type_name(info.param)); });
 
 }  // namespace

@@ -1,0 +1,199 @@
+// Float weights (F32, F16, BF16) in panels of 32 rows (WeightLayout::Panel32, kernels/interleave.h), included by
+// matmul_avx2.cpp and matmul_avx512.cpp inside their namespaces after defining PanelVec: the vector type and its
+// width (8 or 16 lanes), load/convert, broadcast, FMA, and the tile shapes its register file allows.
+//
+// A panel holds, for each input index k, its 32 rows' weights side by side, so one vector load gives L rows at
+// one k, and a tile is an outer product: per k, NV weight vectors and NT broadcast activations feed NV·NT FMAs,
+// each weight converted once for NT tokens. (With rows stored whole, the float tiles reduce along k in vector
+// lanes: every FMA needs a weight and an activation vector from L1 or L2 and a horizontal sum ends each
+// element; at 512 tokens they ran at 61-69 % of the fp32 peak on one Zen 5 core, where this tile's instruction
+// mix runs at 92-94 % in cache.)
+//
+// Every element is one FMA chain over k in order from zero: y[t][r] = fma(w[r][k], x[t][k], ..) for k = 0, 1,
+// ..., n_in - 1, whatever the tile, the token count, the thread split or the vector width: a token's result has
+// the same bits alone or in any batch, and at the AVX2 and AVX-512 levels alike. A prompt's long rows run in
+// chunks of k whose partial sums wait in y; an fp32 value stored and loaded back is unchanged, so the chain is
+// the same.
+
+template <KernelType T>
+constexpr int panel_elem_bytes() {
+  return T == KernelType::F32x32 ? 4 : 2;
+}
+
+// L weights of rows [r, r + L) at one k (p: the first row's element in the panel's k-slice).
+template <KernelType T>
+TESSERA_INLINE inline PanelVec::V panel_load(const uint8_t* p) {
+  if constexpr (T == KernelType::F32x32) return PanelVec::load_f32(p);
+  if constexpr (T == KernelType::F16x32) return PanelVec::load_f16(p);
+  return PanelVec::load_bf16(p);
+}
+
+// Where vector v of a tile starting at row r0 reads its rows' weights at k = 0 (the k-slice stride is
+// 32 · element bytes); L divides 32, so a vector never straddles two panels.
+template <KernelType T, int NV>
+TESSERA_INLINE inline void panel_vectors(const MatmulArgs& a, int64_t r0, const uint8_t* w[NV]) {
+  constexpr int64_t L = PanelVec::kLanes;
+  const size_t panel_bytes = size_t(kPanelRows) * a.row_bytes;
+  static_for<NV>([&](auto v) TESSERA_INLINE {
+    const int64_t r = r0 + v * L;
+    w[v] = a.w + size_t(r / kPanelRows) * panel_bytes + size_t(r % kPanelRows) * panel_elem_bytes<T>();
+  });
+}
+
+// NV vectors of rows from r0 × NT tokens from t0, reading the activations in place: the decode and small-batch
+// tile. Each of its panels is one stream of 32·element bytes per k; the line kPrefetchBytes ahead is requested
+// (one prefetch per 64-byte line, per panel).
+template <KernelType T, int NV, int NT>
+__attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, int64_t r0, int64_t t0) {
+  constexpr int64_t L = PanelVec::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
+  constexpr int kVectorsPerPanel = kPanelRows / L, kPanels = (NV + kVectorsPerPanel - 1) / kVectorsPerPanel;
+  const uint8_t* w[NV];
+  panel_vectors<T, NV>(a, r0, w);
+  const float* x[NT];
+  static_for<NT>([&](auto t) TESSERA_INLINE { x[t] = a.x + (t0 + t) * a.n_in; });
+  PanelVec::V acc[NV][NT];
+  static_for<NV>([&](auto v) TESSERA_INLINE { static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::zero(); }); });
+  for (int64_t k = 0; k < a.n_in; ++k) {
+    static_for<kPanels>([&](auto p) TESSERA_INLINE {
+      static_for<kSlice / 64>([&](auto line) TESSERA_INLINE {
+        prefetch(w[p * kVectorsPerPanel] + k * kSlice + 64 * line + kPrefetchBytes);
+      });
+    });
+    PanelVec::V b[NT];
+    static_for<NT>([&](auto t) TESSERA_INLINE { b[t] = PanelVec::set1(x[t][k]); });
+    static_for<NV>([&](auto v) TESSERA_INLINE {
+      PanelVec::V wv = panel_load<T>(w[v] + k * kSlice);
+      PanelVec::pin(wv);  // one load for the NT FMAs, not one per FMA
+      static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::fma(wv, b[t], acc[v][t]); });
+    });
+  }
+  static_for<NV>([&](auto v) TESSERA_INLINE {
+    static_for<NT>([&](auto t) TESSERA_INLINE { PanelVec::store(a.y + (t0 + t) * a.n_out + r0 + v * L, acc[v][t]); });
+  });
+}
+
+// NV vectors of rows from r0 × NT tokens from t0 over k in [k0, k0 + n_k), the activations packed as
+// xp[(k - k0) · NT + t]: the prompt tile. `first`: the chain starts here; otherwise it continues from y.
+// `ahead`, if not null: the same k range of the next tile's rows (the first token tile of each tile of rows
+// requests them, so that they arrive while this one computes: a 16-token step otherwise read each chunk of
+// weights from memory and computed on it in turn).
+template <KernelType T, int NV, int NT>
+__attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, int64_t r0, int64_t t0, const float* xp,
+                                                          int64_t k0, int64_t n_k, bool first, const uint8_t* ahead) {
+  constexpr int64_t L = PanelVec::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
+  constexpr int64_t kTileBytes = NV * L * panel_elem_bytes<T>();  // per k: a panel's slice, or part of it
+  const uint8_t* w[NV];
+  panel_vectors<T, NV>(a, r0, w);
+  static_for<NV>([&](auto v) TESSERA_INLINE { w[v] += k0 * kSlice; });
+  if (ahead != nullptr) ahead += k0 * kSlice;
+  PanelVec::V acc[NV][NT];
+  static_for<NV>([&](auto v) TESSERA_INLINE {
+    static_for<NT>([&](auto t) TESSERA_INLINE {
+      acc[v][t] = first ? PanelVec::zero() : PanelVec::load(a.y + (t0 + t) * a.n_out + r0 + v * L);
+    });
+  });
+  for (int64_t k = 0; k < n_k; ++k) {
+    if (ahead != nullptr) {
+      static_for<(kTileBytes + 63) / 64>([&](auto line) TESSERA_INLINE { prefetch(ahead + k * kSlice + 64 * line); });
+    }
+    PanelVec::V wv[NV];
+    static_for<NV>([&](auto v) TESSERA_INLINE { wv[v] = panel_load<T>(w[v] + k * kSlice); });
+    static_for<NT>([&](auto t) TESSERA_INLINE {
+      const PanelVec::V b = PanelVec::set1(xp[k * NT + t]);
+      static_for<NV>([&](auto v) TESSERA_INLINE { acc[v][t] = PanelVec::fma(wv[v], b, acc[v][t]); });
+    });
+  }
+  static_for<NV>([&](auto v) TESSERA_INLINE {
+    static_for<NT>([&](auto t) TESSERA_INLINE { PanelVec::store(a.y + (t0 + t) * a.n_out + r0 + v * L, acc[v][t]); });
+  });
+}
+
+// Tiles of kDirect[NT] vectors for rows [r, r_end) (whole panels), then narrower ones for the rest.
+template <KernelType T, int NT>
+void panel_rows_direct(const MatmulArgs& a, int64_t t0, int64_t r, int64_t r_end) {
+  constexpr int NV = PanelVec::direct_vectors(NT), kMinNV = kPanelRows / PanelVec::kLanes;
+  constexpr int64_t L = PanelVec::kLanes;
+  for (; r + NV * L <= r_end; r += NV * L) panel_tile_direct<T, NV, NT>(a, r, t0);
+  if constexpr (NV > kMinNV) {
+    for (; r + kMinNV * L <= r_end; r += kMinNV * L) panel_tile_direct<T, kMinNV, NT>(a, r, t0);
+  }
+}
+
+// k values per chunk of a prompt's rows, and tokens per block: a block's chunk of packed activations
+// (kPanelTokenBlock × kPanelChunk floats, 240 KiB) stays in L2 while every tile of the thread's rows passes over
+// it, and a tile's chunk of weights (32 rows × 512 values, 32 KiB of F16) in L1 while the block's token tiles
+// pass over it.
+constexpr int64_t kPanelChunk = 512;
+constexpr int64_t kPanelTokenBlock = 120;
+
+// Packs tokens [t, t + nt) of x over k in [k0, k0 + n_k) as xp[(k - k0) · nt + i].
+inline void pack_panel_tile(const MatmulArgs& a, int64_t t, int nt, int64_t k0, int64_t n_k, float* xp) {
+  for (int i = 0; i < nt; ++i) {
+    const float* x = a.x + (t + i) * a.n_in + k0;
+    for (int64_t k = 0; k < n_k; ++k) xp[k * nt + i] = x[k];
+  }
+}
+
+template <KernelType T>
+void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  constexpr int NV = PanelVec::kPackedVectors, NT = PanelVec::kPackedTokens;
+  constexpr int64_t L = PanelVec::kLanes;
+  static_assert((NV * L) % kPanelRows == 0 || kPanelRows % (NV * L) == 0);
+  thread_local std::vector<float> packed;
+  const int64_t chunk = a.n_in <= kPanelChunk + kPanelChunk / 4 ? a.n_in : kPanelChunk;
+  const int64_t block = kPanelTokenBlock / NT * NT;
+  if (packed.size() < size_t(block * chunk)) packed.resize(size_t(block * chunk));
+  for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
+    const int64_t te = std::min(a.n_tokens, tb + block);
+    for (int64_t k0 = 0; k0 < a.n_in; k0 += chunk) {
+      const int64_t n_k = std::min(chunk, a.n_in - k0);
+      for (int64_t t = tb; t < te; t += NT) {
+        pack_panel_tile(a, t, int(std::min<int64_t>(NT, te - t)), k0, n_k, packed.data() + (t - tb) * n_k);
+      }
+      for (int64_t r = row_begin; r < row_end; r += NV * L) {
+        // The next tile of rows: the rest of this panel, or the next panel (past row_end: another thread's, which
+        // is harmless to request).
+        const int64_t next = r + NV * L;
+        const uint8_t* ahead = a.w + size_t(next / kPanelRows) * kPanelRows * a.row_bytes +
+                               size_t(next % kPanelRows) * panel_elem_bytes<T>();
+        if (next >= a.n_out) ahead = nullptr;
+        int64_t t = tb;
+        for (; t + NT <= te; t += NT) {
+          panel_tile_packed<T, NV, NT>(a, r, t, packed.data() + (t - tb) * n_k, k0, n_k, k0 == 0, t == tb ? ahead : nullptr);
+        }
+        static_for<NT - 1>([&](auto i) {
+          constexpr int kRest = NT - 1 - decltype(i)::value;
+          if (te - t == kRest) {
+            panel_tile_packed<T, NV, kRest>(a, r, t, packed.data() + (t - tb) * n_k, k0, n_k, k0 == 0,
+                                            t == tb ? ahead : nullptr);
+          }
+        });
+      }
+    }
+  }
+}
+
+// Rows [row_begin, row_end), whole panels, of a panel matrix for every token.
+template <KernelType T>
+void panel_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.n_tokens) {
+    case 1: return panel_rows_direct<T, 1>(a, 0, row_begin, row_end);
+    case 2: return panel_rows_direct<T, 2>(a, 0, row_begin, row_end);
+    case 3: return panel_rows_direct<T, 3>(a, 0, row_begin, row_end);
+    case 4: return panel_rows_direct<T, 4>(a, 0, row_begin, row_end);
+    default: return panel_rows_packed<T>(a, row_begin, row_end);
+  }
+}
+
+inline bool is_panel_type(KernelType type) {
+  return type == KernelType::F32x32 || type == KernelType::F16x32 || type == KernelType::BF16x32;
+}
+
+void panel_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.type) {
+    case KernelType::F32x32: return panel_rows<KernelType::F32x32>(a, row_begin, row_end);
+    case KernelType::F16x32: return panel_rows<KernelType::F16x32>(a, row_begin, row_end);
+    case KernelType::BF16x32: return panel_rows<KernelType::BF16x32>(a, row_begin, row_end);
+    default: return;
+  }
+}
