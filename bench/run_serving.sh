@@ -10,7 +10,7 @@
 # Environment: CONCURRENCY (16), NUM_PROMPTS (64), INPUT_LEN (128), OUTPUT_LEN (128), THREADS (2: llama-server's
 # -t and tessera's -t), TOKEN_MAX (random prompt ids below min(30000, the model's vocabulary)),
 # TESSERA_BUILD_DIR (build), TESSERA_ARGS / LLAMA_ARGS (extra server flags), OUT (folder for the JSON results;
-# default a temporary one), STARTUP_TIMEOUT (seconds to wait for /health, 300).
+# default a temporary one), STARTUP_TIMEOUT (seconds to wait for the server to be ready, 300).
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 ]]; then
@@ -37,7 +37,7 @@ die() { echo "run_serving: $*" >&2; exit 1; }
 if [[ -n "$LLAMA_SERVER" && ! -x "$LLAMA_SERVER" ]]; then
   die "llama-server binary '$LLAMA_SERVER' is not executable"
 fi
-command -v curl >/dev/null || die "curl is needed to wait for /health"
+command -v curl >/dev/null || die "curl is needed to wait for the servers"
 command -v python3 >/dev/null || die "python3 is needed for the summary"
 
 # Random prompt ids must exist in the model's vocabulary.
@@ -58,12 +58,14 @@ stop_server() {
 }
 trap stop_server EXIT
 
-# wait_health PORT LOG: until /health answers 200, the server exits, or STARTUP_TIMEOUT passes.
-wait_health() {
-  local port=$1 log=$2 deadline=$((SECONDS + STARTUP_TIMEOUT))
-  until curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/health"; do
-    kill -0 "$SERVER_PID" 2>/dev/null || { tail -n 20 "$log" >&2; die "the server exited before /health answered"; }
-    (( SECONDS < deadline )) || { tail -n 20 "$log" >&2; die "no /health within ${STARTUP_TIMEOUT} s"; }
+# wait_ready PORT LOG PATH: until PATH answers 200, the server exits, or STARTUP_TIMEOUT passes. Tessera's /ready
+# (its /health answers as soon as it listens; generation requests get 503 until the warm-up pass is done),
+# llama-server's /health (200 once the model is loaded).
+wait_ready() {
+  local port=$1 log=$2 path=$3 deadline=$((SECONDS + STARTUP_TIMEOUT))
+  until curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port$path"; do
+    kill -0 "$SERVER_PID" 2>/dev/null || { tail -n 20 "$log" >&2; die "the server exited before $path answered"; }
+    (( SECONDS < deadline )) || { tail -n 20 "$log" >&2; die "no $path within ${STARTUP_TIMEOUT} s"; }
     sleep 0.5
   done
 }
@@ -84,7 +86,7 @@ port=$(free_port)
 "$TESSERA" serve -m "$MODEL" --host 127.0.0.1 --port "$port" -t "$THREADS" --no-result-cache \
   ${TESSERA_ARGS:-} >"$OUT/tessera-serve.log" 2>&1 &
 SERVER_PID=$!
-wait_health "$port" "$OUT/tessera-serve.log"
+wait_ready "$port" "$OUT/tessera-serve.log" /ready
 run_load tessera "$port"
 stop_server
 
@@ -96,7 +98,7 @@ if [[ -n "$LLAMA_SERVER" ]]; then
   "$LLAMA_SERVER" -m "$MODEL" --host 127.0.0.1 --port "$port" -np "$CONCURRENCY" -c "$ctx" -t "$THREADS" \
     ${LLAMA_ARGS:-} >"$OUT/llama-server.log" 2>&1 &
   SERVER_PID=$!
-  wait_health "$port" "$OUT/llama-server.log"
+  wait_ready "$port" "$OUT/llama-server.log" /health
   run_load llama-server "$port"
   stop_server
   names+=(llama-server)
