@@ -38,6 +38,7 @@ size_t panel_element_bytes(TensorType type) {
     case TensorType::F32: return 4;
     case TensorType::F16:
     case TensorType::BF16: return 2;
+    case TensorType::FP8_E4M3: return 1;
     default: return 0;
   }
 }

@@ -19,8 +19,8 @@
 //                bytes in 52 vectors, byte 4l + i of Vj is byte 4j + i of row l's block: V0..V31 its ql,
 //                V32..V47 its qh, V48..V51 its 16 int8 scales.
 //
-// F32, F16 and BF16 rows in panels of 32 (WeightLayout::Panel32): panel p holds rows 32p..32p+31 as n_in
-// slices, slice k the 32 rows' element k in row order (64 bytes of F16 or BF16, 128 of F32). One vector load
+// F32, F16, BF16 and FP8 rows in panels of 32 (WeightLayout::Panel32): panel p holds rows 32p..32p+31 as n_in
+// slices, slice k the 32 rows' element k in row order (32 bytes of FP8, 64 of F16 or BF16, 128 of F32). One vector load
 // then gives 8 or 16 rows at one k, which makes a float product an outer product: broadcast activations times
 // weight vectors, every output element one FMA chain over k (kernels/matmul_panel_inl.h).
 //
@@ -38,8 +38,8 @@ constexpr int kInterleaveRows = 8;
 using kernels::kPanelRows;
 
 // Whether w can be rewritten for its kernels: Q4_0, Q8_0, I8 (without LLM.int8() outliers), Q4_K or Q6_K in the
-// Rows layout, a multiple of 8 rows of whole blocks (to Interleaved8); F32, F16 or BF16 in the Rows layout, a
-// multiple of 32 rows (to Panel32).
+// Rows layout, a multiple of 8 rows of whole blocks (to Interleaved8); F32, F16, BF16 or FP8 in the Rows
+// layout, a multiple of 32 rows (to Panel32).
 bool can_interleave(const WeightMatrix& w);
 
 // The layout interleave_rows gives a matrix of `type`.

@@ -90,17 +90,17 @@ void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* dst) {
       dequantize_row_int4(w.row(r), w.n_in, w.group_size, w.group_scales + r * ng, w.group_zeros + r * ng, dst);
       return;
     }
-    case TensorType::FP8_E4M3:
-      dequantize_row_fp8(w.row(r), w.n_in, w.row_scales[r], dst);
-      return;
-    default:
+    default: {
+      const uint8_t* src = w.row(r);
       if (w.layout != WeightLayout::Rows) {
         thread_local std::vector<uint8_t> row;
         if (row.size() < w.row_bytes) row.resize(w.row_bytes);
         deinterleave_row(w, r, row.data());
-        return dequantize_row(w.type, row.data(), dst, w.n_in, w.row_scales ? w.row_scales[r] : 1.0f);
+        src = row.data();
       }
-      dequantize_row(w.type, w.row(r), dst, w.n_in, w.row_scales ? w.row_scales[r] : 1.0f);
+      if (w.type == TensorType::FP8_E4M3) return dequantize_row_fp8(src, w.n_in, w.row_scales[r], dst);
+      dequantize_row(w.type, src, dst, w.n_in, w.row_scales ? w.row_scales[r] : 1.0f);
+    }
   }
 }
 

@@ -43,6 +43,7 @@ bool kernel_type(const WeightMatrix& w, KernelType* out) {
       case TensorType::F32: *out = KernelType::F32x32; return true;
       case TensorType::F16: *out = KernelType::F16x32; return true;
       case TensorType::BF16: *out = KernelType::BF16x32; return true;
+      case TensorType::FP8_E4M3: *out = KernelType::FP8x32; return true;
       default: return false;
     }
   }
@@ -76,7 +77,8 @@ bool is_float_type(KernelType t) {
     case KernelType::BF16:
     case KernelType::F32x32:
     case KernelType::F16x32:
-    case KernelType::BF16x32: return true;
+    case KernelType::BF16x32:
+    case KernelType::FP8x32: return true;
     default: return false;
   }
 }
@@ -120,9 +122,10 @@ ActKind act_kind(KernelType type) {
   return type == KernelType::I8 || type == KernelType::I8x8 ? ActKind::PerRow : ActKind::Block32;
 }
 
-// Matrices that take the fast path: a kernel type at a vector ISA level, not FP8/INT4 (matmul_lowbit).
+// Matrices that take the fast path: a kernel type at a vector ISA level; not INT4, nor FP8 in rows
+// (matmul_lowbit). FP8 in panels is a float panel type with row scales.
 bool has_fast_kernel(const WeightMatrix& w, Isa level, KernelType* type) {
-  return !is_lowbit_type(w.type) && level != Isa::Scalar && kernel_type(w, type);
+  return (!is_lowbit_type(w.type) || w.layout == WeightLayout::Panel32) && level != Isa::Scalar && kernel_type(w, type);
 }
 
 // INT4 matrices with one row length and group size take their activations in one format: one quantization and
@@ -217,7 +220,9 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     }
     const WeightMatrix& w = *targets[0].w;
     if (w.n_out <= 0) return;
-    if (is_lowbit_type(w.type)) return matmul_lowbit(w, x, n_tokens, targets[0].y, pool, isa);  // FP8, INT4
+    if (is_lowbit_type(w.type) && w.layout == WeightLayout::Rows) {
+      return matmul_lowbit(w, x, n_tokens, targets[0].y, pool, isa);  // FP8, INT4
+    }
     return matmul_reference(w, x, n_tokens, targets[0].y, pool);  // scalar level or a type without kernels
   }
 
@@ -239,7 +244,8 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     KernelType type;
     kernel_type(w, &type);
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
-    TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8) || w.row_scales != nullptr);
+    TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8 && type != KernelType::FP8x32) ||
+                  w.row_scales != nullptr);
     kernels::MatmulArgs& a = args[j];
     a.type = type;
     a.n_in = n_in;

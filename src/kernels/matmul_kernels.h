@@ -26,10 +26,10 @@ struct QuantizedActs {
 
 // Weight type codes the kernels know (a subset of TensorType, kept numeric so ISA files need no other header).
 // Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8: rows interleaved in groups of 8 (kernels/interleave.h); a call's row
-// range starts and ends at a group boundary. F32x32, F16x32, BF16x32: rows in panels of kPanelRows
-// (WeightLayout::Panel32); a call's row range starts and ends at a panel boundary.
+// range starts and ends at a group boundary. F32x32, F16x32, BF16x32, FP8x32 (E4M3 with row scales): rows in
+// panels of kPanelRows (WeightLayout::Panel32); a call's row range starts and ends at a panel boundary.
 enum class KernelType : int {
-  F32, F16, BF16, I8, Q8_0, Q4_0, Q4_K, Q6_K, Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8, F32x32, F16x32, BF16x32
+  F32, F16, BF16, I8, Q8_0, Q4_0, Q4_K, Q6_K, Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8, F32x32, F16x32, BF16x32, FP8x32
 };
 
 // Rows per panel of the float panel layout (kernels/interleave.h).
@@ -40,7 +40,7 @@ struct MatmulArgs {
   int64_t n_in = 0;
   const uint8_t* w = nullptr;  // n_out rows of row_bytes
   size_t row_bytes = 0;
-  const float* row_scales = nullptr;  // I8 only
+  const float* row_scales = nullptr;  // I8 and FP8 only
   const float* x = nullptr;           // [n_tokens, n_in] fp32, float weight types
   QuantizedActs xq;                   // quantized weight types
   int64_t n_tokens = 0;

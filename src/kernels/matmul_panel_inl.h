@@ -1,4 +1,4 @@
-// Float weights (F32, F16, BF16) in panels of 32 rows (WeightLayout::Panel32, kernels/interleave.h), included by
+// Float weights (F32, F16, BF16, FP8) in panels of 32 rows (WeightLayout::Panel32, kernels/interleave.h), included by
 // matmul_avx2.cpp and matmul_avx512.cpp inside their namespaces after defining PanelVec: the vector type and its
 // width (8 or 16 lanes), load/convert, broadcast, FMA, and the tile shapes its register file allows.
 //
@@ -13,19 +13,32 @@
 // ..., n_in - 1, whatever the tile, the token count, the thread split or the vector width: a token's result has
 // the same bits alone or in any batch, and at the AVX2 and AVX-512 levels alike. A prompt's long rows run in
 // chunks of k whose partial sums wait in y; an fp32 value stored and loaded back is unchanged, so the chain is
-// the same.
+// the same. FP8 rows multiply their ended chain by the row scale (times 2^8), one multiply per element.
 
 template <KernelType T>
 constexpr int panel_elem_bytes() {
-  return T == KernelType::F32x32 ? 4 : 2;
+  return T == KernelType::F32x32 ? 4 : T == KernelType::FP8x32 ? 1 : 2;
 }
 
-// L weights of rows [r, r + L) at one k (p: the first row's element in the panel's k-slice).
+// L weights of rows [r, r + L) at one k (p: the first row's element in the panel's k-slice). FP8 E4M3 comes as
+// its value · 2^-8 (lowbit's fp16 shift, exact for every code); panel_scales restores the 2^8 with the row scale.
 template <KernelType T>
 TESSERA_INLINE inline PanelVec::V panel_load(const uint8_t* p) {
   if constexpr (T == KernelType::F32x32) return PanelVec::load_f32(p);
   if constexpr (T == KernelType::F16x32) return PanelVec::load_f16(p);
+  if constexpr (T == KernelType::FP8x32) return PanelVec::load_fp8_scaled(p);
   return PanelVec::load_bf16(p);
+}
+
+// FP8: the factor each row's chain is multiplied by once it has ended (row scale · 2^8); the others have none.
+template <KernelType T>
+constexpr bool panel_scaled() {
+  return T == KernelType::FP8x32;
+}
+
+template <KernelType T>
+TESSERA_INLINE inline PanelVec::V panel_scales(const MatmulArgs& a, int64_t r) {
+  return PanelVec::mul(PanelVec::load(a.row_scales + r), PanelVec::set1(256.0f));
 }
 
 // Where vector v of a tile starting at row r0 reads its rows' weights at k = 0 (the k-slice stride is
@@ -54,11 +67,14 @@ __attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, i
   PanelVec::V acc[NV][NT];
   static_for<NV>([&](auto v) TESSERA_INLINE { static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::zero(); }); });
   for (int64_t k = 0; k < a.n_in; ++k) {
-    static_for<kPanels>([&](auto p) TESSERA_INLINE {
-      static_for<kSlice / 64>([&](auto line) TESSERA_INLINE {
-        prefetch(w[p * kVectorsPerPanel] + k * kSlice + 64 * line + kPrefetchBytes);
+    // FP8's 32-byte slices share a line two by two: one request every other k.
+    if (kSlice >= 64 || k % (64 / kSlice) == 0) {
+      static_for<kPanels>([&](auto p) TESSERA_INLINE {
+        static_for<(kSlice + 63) / 64>([&](auto line) TESSERA_INLINE {
+          prefetch(w[p * kVectorsPerPanel] + k * kSlice + 64 * line + kPrefetchBytes);
+        });
       });
-    });
+    }
     PanelVec::V b[NT];
     static_for<NT>([&](auto t) TESSERA_INLINE { b[t] = PanelVec::set1(x[t][k]); });
     static_for<NV>([&](auto v) TESSERA_INLINE {
@@ -68,6 +84,10 @@ __attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, i
     });
   }
   static_for<NV>([&](auto v) TESSERA_INLINE {
+    if constexpr (panel_scaled<T>()) {
+      const PanelVec::V scale = panel_scales<T>(a, r0 + v * L);
+      static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::mul(acc[v][t], scale); });
+    }
     static_for<NT>([&](auto t) TESSERA_INLINE { PanelVec::store(a.y + (t0 + t) * a.n_out + r0 + v * L, acc[v][t]); });
   });
 }
@@ -104,6 +124,12 @@ __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, i
     });
   }
   static_for<NV>([&](auto v) TESSERA_INLINE {
+    if constexpr (panel_scaled<T>()) {
+      if (k0 + n_k == a.n_in) {
+        const PanelVec::V scale = panel_scales<T>(a, r0 + v * L);
+        static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::mul(acc[v][t], scale); });
+      }
+    }
     static_for<NT>([&](auto t) TESSERA_INLINE { PanelVec::store(a.y + (t0 + t) * a.n_out + r0 + v * L, acc[v][t]); });
   });
 }
@@ -186,7 +212,8 @@ void panel_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 }
 
 inline bool is_panel_type(KernelType type) {
-  return type == KernelType::F32x32 || type == KernelType::F16x32 || type == KernelType::BF16x32;
+  return type == KernelType::F32x32 || type == KernelType::F16x32 || type == KernelType::BF16x32 ||
+         type == KernelType::FP8x32;
 }
 
 void panel_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
@@ -194,6 +221,7 @@ void panel_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
     case KernelType::F32x32: return panel_rows<KernelType::F32x32>(a, row_begin, row_end);
     case KernelType::F16x32: return panel_rows<KernelType::F16x32>(a, row_begin, row_end);
     case KernelType::BF16x32: return panel_rows<KernelType::BF16x32>(a, row_begin, row_end);
+    case KernelType::FP8x32: return panel_rows<KernelType::FP8x32>(a, row_begin, row_end);
     default: return;
   }
 }

@@ -1002,7 +1002,8 @@ void tile(const TileCtx& c) {
     case KernelType::Q6_Kx8: return;  // interleaved_rows
     case KernelType::F32x32:
     case KernelType::F16x32:
-    case KernelType::BF16x32: return;  // panel_matmul_rows (matmul_panel_inl.h)
+    case KernelType::BF16x32:
+    case KernelType::FP8x32: return;  // panel_matmul_rows (matmul_panel_inl.h)
   }
 }
 

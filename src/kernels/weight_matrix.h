@@ -9,8 +9,8 @@
 namespace tessera {
 
 // How a matrix's bytes are ordered. Rows: as the file stores them, row by row. Interleaved8: Q4_0, Q8_0, I8,
-// Q4_K or Q6_K rows interleaved in groups of 8 for the kernels; Panel32: F32, F16 or BF16 rows in panels of 32,
-// value by value (kernels/interleave.h). In both, row(r) does not address row r.
+// Q4_K or Q6_K rows interleaved in groups of 8 for the kernels; Panel32: F32, F16, BF16 or FP8 rows in panels
+// of 32, value by value (kernels/interleave.h). In both, row(r) does not address row r.
 enum class WeightLayout : uint8_t { Rows, Interleaved8, Panel32 };
 
 // A [n_out, n_in] matrix stored row by row (one output channel per row), as GGUF stores linear weights.

@@ -34,7 +34,7 @@ struct Interleaved {
 int64_t block_values(TensorType type) { return type == TensorType::Q4_K || type == TensorType::Q6_K ? 256 : 32; }
 
 bool is_panel(TensorType type) {
-  return type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16;
+  return type == TensorType::F32 || type == TensorType::F16 || type == TensorType::BF16 || type == TensorType::FP8_E4M3;
 }
 
 // Rows a layout unit holds: a group of 8, or a panel of 32.
@@ -57,16 +57,16 @@ TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
     EXPECT_FALSE(can_interleave(make_weights(type, 12, n_in, 1).view)) << tensor_type_name(type);
     EXPECT_FALSE(can_interleave(make_interleaved(type, 16, n_in, 1).view)) << "already interleaved";
   }
-  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::FP8_E4M3}) {
     EXPECT_TRUE(can_interleave(make_weights(type, 64, 100, 1).view)) << tensor_type_name(type);
     EXPECT_FALSE(can_interleave(make_weights(type, 16, 256, 1).view)) << tensor_type_name(type);  // half a panel
     EXPECT_FALSE(can_interleave(make_interleaved(type, 32, 100, 1).view)) << "already in panels";
     EXPECT_EQ(interleaved_layout(type), WeightLayout::Panel32);
   }
-  auto fp8 = make_weights(TensorType::F16, 64, 128, 1).view;
-  fp8.type = TensorType::FP8_E4M3;  // same shape, a type with neither layout
-  fp8.row_bytes = 128;
-  EXPECT_FALSE(can_interleave(fp8));
+  auto int4 = make_weights(TensorType::F16, 64, 128, 1).view;
+  int4.type = TensorType::INT4;  // a type with neither layout
+  int4.row_bytes = 64;
+  EXPECT_FALSE(can_interleave(int4));
   EXPECT_FALSE(can_interleave(make_weights(TensorType::I8, 16, 72, 1).view));  // rows not whole blocks of 32
   auto with_outliers = make_weights(TensorType::I8, 16, 64, 1);
   with_outliers.view.outlier_threshold = 6.0f;  // LLM.int8() columns are read from the row layout
@@ -156,7 +156,7 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
 // token still gets the bits it gets alone; the AVX2 and AVX-512 tiles (8 and 16 lanes, other tile shapes) give
 // the same bits as each other, every element being one FMA chain over k in order.
 TEST(InterleavePanels, TokenBlocksAndVectorWidthsGiveTheSameBits) {
-  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::FP8_E4M3}) {
     const int64_t n_in = 100, n_out = 2 * kPanelRows, n_tokens = 130;
     const Interleaved m = make_interleaved(type, n_out, n_in, 35);
     const auto x = random_floats(size_t(n_tokens * n_in), 36);
@@ -235,15 +235,22 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
 // A Q4_K_M file's attention: Q4_K q and k beside a Q6_K v, one activation format; and a set with a Q6_K matrix
 // left in the row layout.
 // Panel q, k and v share one parallel region (split at panels) with each other and with float matrices left in
-// rows; a target that is not whole panels with them sends the set down separate calls.
+// rows; a target that is not whole panels with them, or FP8 left in rows (the lowbit kernels), sends the set down
+// separate calls.
 TEST(Interleave, PanelSetsShareOneInput) {
   const int64_t n_in = 96;
   const Interleaved q = make_interleaved(TensorType::F16, 128, n_in, 27);
   const Interleaved k = make_interleaved(TensorType::F16, 32, n_in, 28);
   const Interleaved v = make_interleaved(TensorType::BF16, 32, n_in, 29);
+  const Interleaved f8 = make_interleaved(TensorType::FP8_E4M3, 64, n_in, 33);
   const auto rows = make_weights(TensorType::F16, 64, n_in, 30), odd = make_weights(TensorType::F32, 24, n_in, 31);
-  expect_sets_share_input({{&q.view, &k.view, &v.view}, {&q.view, &rows.view}, {&k.view, &odd.view, &v.view}}, n_in,
-                          {1, 3, 7, 13}, 32, "panel set");
+  const auto f8_rows = make_weights(TensorType::FP8_E4M3, 32, n_in, 34);
+  expect_sets_share_input({{&q.view, &k.view, &v.view},
+                           {&q.view, &rows.view},
+                           {&k.view, &odd.view, &v.view},
+                           {&f8.view, &q.view, &f8.view},
+                           {&f8.view, &f8_rows.view}},
+                          n_in, {1, 3, 7, 13}, 32, "panel set");
 }
 
 TEST(Interleave, KQuantSetsShareOneInput) {
@@ -258,7 +265,8 @@ TEST(Interleave, KQuantSetsShareOneInput) {
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveType,
                          ::testing::Values(TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K,
-                                           TensorType::Q6_K, TensorType::F32, TensorType::F16, TensorType::BF16),
+                                           TensorType::Q6_K, TensorType::F32, TensorType::F16, TensorType::BF16,
+                                           TensorType::FP8_E4M3),
                          [](const auto& info) { return std::string(tensor_type_name(info.param)); });
 
 }  // namespace

@@ -62,7 +62,7 @@ inline OwnedWeights make_weights(TensorType type, int64_t n_out, int64_t n_in, u
   w.view.n_in = n_in;
   w.view.data = w.data.data();
   w.view.row_bytes = row_bytes;
-  w.view.row_scales = type == TensorType::I8 ? w.row_scales.data() : nullptr;
+  w.view.row_scales = type == TensorType::I8 || type == TensorType::FP8_E4M3 ? w.row_scales.data() : nullptr;
   return w;
 }
 
