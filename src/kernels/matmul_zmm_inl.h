@@ -242,13 +242,49 @@ __attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const Pack
   }
 }
 
+// Q4_K's unpacked scales for one tile column: per super-block sb, sub-block j and register z, the 16 rows'
+// d·sc_j at scales + ((sb·8 + j)·NZ + z)·16 and their dmin·m_j at the same place in mins. q4_kx8_scales' values
+// (the 256-bit tile's), unpacked once per column and token block for all of its token tiles, which had each
+// unpacked them again per super-block.
+struct Q4KColumnScales {
+  const float* scales;
+  const float* mins;
+};
+
+template <int NZ>
+Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
+  thread_local std::vector<float> scales, mins;
+  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q4_K>();
+  const size_t n = size_t(nsb) * 8 * NZ * 16;
+  if (scales.size() < n) scales.resize(n), mins.resize(n);
+  const size_t gs = 8 * a.row_bytes;
+  const uint8_t* wz[NZ];
+  register_groups<NZ>(a, group, wz);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    static_for<NZ>([&](auto z) TESSERA_INLINE {
+      alignas(32) float dsc[2][8][8], dmn[2][8][8];
+      const uint8_t* blk = wz[z] + sb * zmm_block_bytes<ZmmKind::Q4_K>();
+      q4_kx8_scales(blk, dsc[0], dmn[0]);
+      q4_kx8_scales(blk + gs, dsc[1], dmn[1]);
+      for (int j = 0; j < 8; ++j) {
+        const size_t at = ((size_t(sb) * 8 + size_t(j)) * NZ + z) * 16;
+        for (int h = 0; h < 2; ++h) {
+          std::memcpy(&scales[at + 8 * size_t(h)], dsc[h][j], 8 * sizeof(float));
+          std::memcpy(&mins[at + 8 * size_t(h)], dmn[h][j], 8 * sizeof(float));
+        }
+      }
+    });
+  }
+  return {scales.data(), mins.data()};
+}
+
 // Q4_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens: tile_q4_kx8's scheme with dpbusd. Per 32-value
 // sub-block j, 8 vectors of nibbles (values 4u..4u+3 of the 16 rows) times those 4 activation bytes broadcast
 // sum into int32 directly (the 256-bit tile's int16 sum widened by vpmaddwd is the same integer), then one FMA
-// for the q·x part and one for the min part, in the 256-bit tile's order.
+// for the q·x part and one for the min part, in the 256-bit tile's order, with the column's unpacked scales.
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
-                                                        int64_t group, const Ahead ahead) {
+                                                        int64_t group, const Ahead ahead, const Q4KColumnScales cs) {
   constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q4_K>();
   const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q4_K>();
   const size_t gs = 8 * a.row_bytes;
@@ -261,11 +297,6 @@ __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, con
     const uint8_t* blk[NZ];
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
     prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
-    alignas(64) float dsc[2 * NZ][8][8], dmn[2 * NZ][8][8];
-    static_for<NZ>([&](auto z) TESSERA_INLINE {
-      q4_kx8_scales(blk[z], dsc[2 * z], dmn[2 * z]);
-      q4_kx8_scales(blk[z] + gs, dsc[2 * z + 1], dmn[2 * z + 1]);
-    });
     static_for<8>([&](auto j) TESSERA_INLINE {
       constexpr int chunk = decltype(j)::value / 2;
       constexpr bool high = decltype(j)::value % 2 == 1;
@@ -290,8 +321,9 @@ __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, con
         });
       });
       static_for<NZ>([&](auto z) TESSERA_INLINE {
-        const __m512 sc = load_ps_pair(dsc[2 * z][j], dsc[2 * z + 1][j]);
-        const __m512 mn = load_ps_pair(dmn[2 * z][j], dmn[2 * z + 1][j]);
+        const size_t at = ((size_t(sb) * 8 + j) * NZ + z) * 16;
+        const __m512 sc = _mm512_loadu_ps(cs.scales + at);
+        const __m512 mn = _mm512_loadu_ps(cs.mins + at);
         static_for<NT>([&](auto t) TESSERA_INLINE {
           const __m512 qx = _mm512_cvtepi32_ps(s32[z][t]);
           acc[z][t] = _mm512_fmadd_ps(qx, _mm512_mul_ps(sc, _mm512_set1_ps(x.scale[b * NT + t])), acc[z][t]);
@@ -391,9 +423,9 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
 
 template <ZmmKind K, int NZ, int NT>
 TESSERA_INLINE inline void zmm_tile(const MatmulArgs& a, const PackedTile& x, int64_t t0, int64_t group,
-                                    const Ahead& ahead) {
+                                    const Ahead& ahead, const Q4KColumnScales& q4_k) {
   if constexpr (K == ZmmKind::Q4_K) {
-    tile_q4_kx8_zmm<NZ, NT>(a, x, t0, group, ahead);
+    tile_q4_kx8_zmm<NZ, NT>(a, x, t0, group, ahead, q4_k);
   } else if constexpr (K == ZmmKind::Q6_K) {
     tile_q6_kx8_zmm<NZ, NT>(a, x, t0, group, ahead);
   } else {
@@ -458,11 +490,13 @@ void zmm_tile_column(const MatmulArgs& a, const PackedBlock<K>& x, int64_t group
     const int64_t i = (t - x.tb) / kNT, lo = i * nb / n_tiles, hi = (i + 1) * nb / n_tiles;
     return Ahead{next + lo * zmm_block_bytes<K>(), hi - lo};
   };
+  Q4KColumnScales q4_k{};
+  if constexpr (K == ZmmKind::Q4_K) q4_k = unpack_q4_k_column<NZ>(a, group);
   int64_t t = x.tb;
-  for (; t + kNT <= x.te; t += kNT) zmm_tile<K, NZ, kNT>(a, x.tile(t), t, group, ahead(t));
+  for (; t + kNT <= x.te; t += kNT) zmm_tile<K, NZ, kNT>(a, x.tile(t), t, group, ahead(t), q4_k);
   static_for<kNT - 1>([&](auto n) {
     constexpr int kRest = kNT - 1 - decltype(n)::value;  // kNT - 1, ..., 1
-    if (x.te - t == kRest) zmm_tile<K, NZ, kRest>(a, x.tile(t), t, group, ahead(t));
+    if (x.te - t == kRest) zmm_tile<K, NZ, kRest>(a, x.tile(t), t, group, ahead(t), q4_k);
   });
 }
 
