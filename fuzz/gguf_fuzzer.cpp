@@ -59,9 +59,10 @@ uint64_t touch(const Value& v, int depth) {
     }
     case ValueType::Array: {
       const Array& a = v.as_array();
-      uint64_t sum = a.elements.size();
-      for (const Value& e : a.elements) {
-        require(e.type == a.element_type, "array element of another type than the array's");
+      uint64_t sum = a.size();
+      for (size_t i = 0; i < a.size(); ++i) {
+        const Value e = a.at(i);
+        require(e.type == a.element_type(), "array element of another type than the array's");
         sum += touch(e, depth + 1);
       }
       return sum;

@@ -31,9 +31,9 @@ bool same_value(const Value& a, const Value& b) {
   if (a.type != b.type || a.data.index() != b.data.index()) return false;
   if (const auto* x = std::get_if<Array>(&a.data)) {
     const Array& y = std::get<Array>(b.data);
-    if (x->element_type != y.element_type || x->elements.size() != y.elements.size()) return false;
-    for (size_t i = 0; i < x->elements.size(); ++i) {
-      if (!same_value(x->elements[i], y.elements[i])) return false;
+    if (x->element_type() != y.element_type() || x->size() != y.size()) return false;
+    for (size_t i = 0; i < x->size(); ++i) {
+      if (!same_value(x->at(i), y.at(i))) return false;
     }
     return true;
   }

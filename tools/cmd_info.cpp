@@ -24,11 +24,11 @@ std::string describe(const gguf::Value& v) {
     }
     case ValueType::Array: {
       const auto& a = v.as_array();
-      std::string s = fmt::format("[{} x {}]", a.elements.size(), gguf::value_type_name(a.element_type));
-      if (a.element_type != ValueType::Array && !a.elements.empty()) {
+      std::string s = fmt::format("[{} x {}]", a.size(), gguf::value_type_name(a.element_type()));
+      if (a.element_type() != ValueType::Array && !a.empty()) {
         s += " ";
-        for (size_t i = 0; i < std::min<size_t>(3, a.elements.size()); ++i) s += (i ? ", " : "") + describe(a.elements[i]);
-        if (a.elements.size() > 3) s += ", ...";
+        for (size_t i = 0; i < std::min<size_t>(3, a.size()); ++i) s += (i ? ", " : "") + describe(a.at(i));
+        if (a.size() > 3) s += ", ...";
       }
       return s;
     }

@@ -3,6 +3,8 @@
 #include "formats/gguf.h"
 
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -17,10 +19,13 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
 constexpr int kMaxArrayNesting = 8;
 
-// Bounds-checked little-endian cursor over the file's bytes.
+// Bounds-checked little-endian cursor over the file's bytes. It also keeps the metadata's memory in check:
+// arrays store what the file spends on them, except nested arrays, whose bookkeeping (sizeof(Array)) is larger
+// than their 12 bytes on disk; those are charged here, against the file's size plus a little slack.
 class Reader {
  public:
-  Reader(std::span<const uint8_t> bytes, const std::string& name) : bytes_(bytes), name_(name) {}
+  Reader(std::span<const uint8_t> bytes, const std::string& name)
+      : bytes_(bytes), name_(name), memory_left_(bytes.size() + kMemorySlack) {}
 
   uint64_t position() const { return pos_; }
   uint64_t remaining() const { return bytes_.size() - pos_; }
@@ -42,6 +47,21 @@ class Reader {
     return s;
   }
 
+  // Accounts for `n` bytes of memory the metadata is about to take.
+  void charge(uint64_t n, const std::string& key) {
+    if (n > memory_left_) {
+      fail("{}: metadata key '{}': arrays of arrays would take more than {} bytes of memory (the file's size "
+           "and {} bytes)", name_, printable(key), bytes_.size() + kMemorySlack, kMemorySlack);
+    }
+    memory_left_ -= n;
+  }
+
+  const uint8_t* here() const { return bytes_.data() + pos_; }
+  void skip(uint64_t n, const char* what) {
+    need(n, what);
+    pos_ += n;
+  }
+
   void need(uint64_t n, const char* what) const {
     if (n > remaining()) {
       fail("{}: truncated GGUF file: {} needs {} bytes at offset {} but only {} remain", name_, what, n, pos_,
@@ -50,9 +70,12 @@ class Reader {
   }
 
  private:
+  static constexpr uint64_t kMemorySlack = 1 << 20;
+
   std::span<const uint8_t> bytes_;
   const std::string& name_;
   uint64_t pos_ = 0;
+  uint64_t memory_left_;
 };
 
 // Smallest on-disk size of one value of a type: used to reject element counts the file cannot hold.
@@ -81,6 +104,45 @@ uint64_t min_value_bytes(ValueType type) {
 }
 
 bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::Float64); }
+
+// Reads an array's header and elements into compact storage: fixed-width elements are copied in one piece.
+Array read_array(Reader& r, const std::string& key, const std::string& name, int depth) {
+  if (depth >= kMaxArrayNesting) fail("{}: metadata key '{}': arrays nested too deeply", name, printable(key));
+  const uint32_t element_type = r.read<uint32_t>("array element type");
+  if (!valid_value_type(element_type)) {
+    fail("{}: metadata key '{}': unknown array element type {}", name, printable(key), element_type);
+  }
+  const uint64_t count = r.read<uint64_t>("array length");
+  const auto et = static_cast<ValueType>(element_type);
+  if (count > r.remaining() / min_value_bytes(et)) {
+    fail("{}: metadata key '{}': array of {} elements does not fit in the {} bytes left", name, printable(key),
+         count, r.remaining());
+  }
+  Array array(et);
+  if (const size_t width = fixed_width(et)) {
+    const uint8_t* p = r.here();
+    r.skip(count * width, "array elements");
+    if (et == ValueType::Bool) {
+      for (uint64_t i = 0; i < count; ++i)
+        if (p[i] > 1) fail("{}: metadata key '{}': invalid bool byte {}", name, printable(key), p[i]);
+    }
+    array.append_fixed(p, count);
+    return array;
+  }
+  if (et == ValueType::Array) r.charge(count * sizeof(Array), key);
+  array.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    if (et == ValueType::String) {
+      const uint64_t length = r.read<uint64_t>("string value");
+      r.need(length, "string value");
+      array.append_string(std::string_view(reinterpret_cast<const char*>(r.here()), length));
+      r.skip(length, "string value");
+    } else {
+      array.append_array(read_array(r, key, name, depth + 1));
+    }
+  }
+  return array;
+}
 
 Value read_value(Reader& r, ValueType type, const std::string& key, const std::string& name, int depth) {
   switch (type) {
@@ -111,23 +173,8 @@ Value read_value(Reader& r, ValueType type, const std::string& key, const std::s
     }
     case ValueType::String:
       return {type, r.read_string("string value")};
-    case ValueType::Array: {
-      if (depth >= kMaxArrayNesting) fail("{}: metadata key '{}': arrays nested too deeply", name, printable(key));
-      const uint32_t element_type = r.read<uint32_t>("array element type");
-      if (!valid_value_type(element_type)) {
-        fail("{}: metadata key '{}': unknown array element type {}", name, printable(key), element_type);
-      }
-      const uint64_t count = r.read<uint64_t>("array length");
-      const auto et = static_cast<ValueType>(element_type);
-      if (count > r.remaining() / min_value_bytes(et)) {
-        fail("{}: metadata key '{}': array of {} elements does not fit in the {} bytes left", name, printable(key),
-             count, r.remaining());
-      }
-      Array array{et, {}};
-      array.elements.reserve(count);
-      for (uint64_t i = 0; i < count; ++i) array.elements.push_back(read_value(r, et, key, name, depth + 1));
-      return {type, std::move(array)};
-    }
+    case ValueType::Array:
+      return {type, read_array(r, key, name, depth)};
   }
   fail("{}: metadata key '{}': unknown value type {}", name, printable(key), static_cast<uint32_t>(type));
 }
@@ -197,25 +244,174 @@ const Array& Value::as_array() const {
   fail("expected an array, got a {}", value_type_name(type));
 }
 
+size_t fixed_width(ValueType type) {
+  switch (type) {
+    case ValueType::UInt8:
+    case ValueType::Int8:
+    case ValueType::Bool: return 1;
+    case ValueType::UInt16:
+    case ValueType::Int16: return 2;
+    case ValueType::UInt32:
+    case ValueType::Int32:
+    case ValueType::Float32: return 4;
+    case ValueType::UInt64:
+    case ValueType::Int64:
+    case ValueType::Float64: return 8;
+    case ValueType::String:
+    case ValueType::Array: return 0;
+  }
+  return 0;
+}
+
+namespace {
+
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// A fixed-width value of `type` from its raw bytes, widened as Value stores it.
+Value decode_fixed(ValueType type, const uint8_t* p) {
+  switch (type) {
+    case ValueType::UInt8: return {type, uint64_t{load<uint8_t>(p)}};
+    case ValueType::Int8: return {type, int64_t{load<int8_t>(p)}};
+    case ValueType::UInt16: return {type, uint64_t{load<uint16_t>(p)}};
+    case ValueType::Int16: return {type, int64_t{load<int16_t>(p)}};
+    case ValueType::UInt32: return {type, uint64_t{load<uint32_t>(p)}};
+    case ValueType::Int32: return {type, int64_t{load<int32_t>(p)}};
+    case ValueType::UInt64: return {type, load<uint64_t>(p)};
+    case ValueType::Int64: return {type, load<int64_t>(p)};
+    case ValueType::Float32: return {type, double{load<float>(p)}};
+    case ValueType::Float64: return {type, load<double>(p)};
+    case ValueType::Bool: return {type, *p != 0};
+    case ValueType::String:
+    case ValueType::Array: break;
+  }
+  fail("a {} is not a fixed-width value", value_type_name(type));
+}
+
+// The integer `v` in the width of T; a value that does not fit would be truncated.
+template <typename T>
+T narrow_to(const Value& v) {
+  if constexpr (std::is_signed_v<T>) {
+    const int64_t i = v.as_int();
+    if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max())
+      fail("{} does not fit a {}", i, value_type_name(v.type));
+    return static_cast<T>(i);
+  } else {
+    const uint64_t u = v.as_uint();
+    if (u > std::numeric_limits<T>::max()) fail("{} does not fit a {}", u, value_type_name(v.type));
+    return static_cast<T>(u);
+  }
+}
+
+template <typename T>
+void append_pod(std::vector<uint8_t>& out, T v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+
+}  // namespace
+
+size_t Array::size() const {
+  if (const size_t width = fixed_width(element_type_)) return bytes_.size() / width;
+  return element_type_ == ValueType::String ? ends_.size() : arrays_.size();
+}
+
+Value Array::at(size_t i) const {
+  if (i >= size()) fail("array index {} is out of range ({} elements)", i, size());
+  if (const size_t width = fixed_width(element_type_)) return decode_fixed(element_type_, bytes_.data() + i * width);
+  if (element_type_ == ValueType::String) return Value::make_string(std::string(string_at(i)));
+  return {ValueType::Array, arrays_[i]};
+}
+
+std::string_view Array::string_at(size_t i) const {
+  if (element_type_ != ValueType::String) fail("expected a string, got a {}", value_type_name(element_type_));
+  if (i >= ends_.size()) fail("array index {} is out of range ({} elements)", i, ends_.size());
+  const uint64_t begin = i == 0 ? 0 : ends_[i - 1];
+  return std::string_view(reinterpret_cast<const char*>(bytes_.data()) + begin, ends_[i] - begin);
+}
+
+const Array& Array::array_at(size_t i) const {
+  if (element_type_ != ValueType::Array) fail("expected an array, got a {}", value_type_name(element_type_));
+  if (i >= arrays_.size()) fail("array index {} is out of range ({} elements)", i, arrays_.size());
+  return arrays_[i];
+}
+
+void Array::reserve(size_t n) {
+  if (const size_t width = fixed_width(element_type_)) bytes_.reserve(n * width);
+  else if (element_type_ == ValueType::String) ends_.reserve(n);
+  else arrays_.reserve(n);
+}
+
+void Array::push_back(const Value& v) {
+  if (v.type != element_type_)
+    fail("{} element in an array of {}", value_type_name(v.type), value_type_name(element_type_));
+  switch (element_type_) {
+    case ValueType::UInt8: return append_pod(bytes_, narrow_to<uint8_t>(v));
+    case ValueType::Int8: return append_pod(bytes_, narrow_to<int8_t>(v));
+    case ValueType::UInt16: return append_pod(bytes_, narrow_to<uint16_t>(v));
+    case ValueType::Int16: return append_pod(bytes_, narrow_to<int16_t>(v));
+    case ValueType::UInt32: return append_pod(bytes_, narrow_to<uint32_t>(v));
+    case ValueType::Int32: return append_pod(bytes_, narrow_to<int32_t>(v));
+    case ValueType::UInt64: return append_pod(bytes_, v.as_uint());
+    case ValueType::Int64: return append_pod(bytes_, v.as_int());
+    case ValueType::Float32: return append_pod(bytes_, static_cast<float>(v.as_float()));
+    case ValueType::Float64: return append_pod(bytes_, v.as_float());
+    case ValueType::Bool: return append_pod(bytes_, uint8_t{v.as_bool()});
+    case ValueType::String: return append_string(v.as_string());
+    case ValueType::Array: return append_array(v.as_array());
+  }
+}
+
+void Array::append_fixed(const uint8_t* bytes, size_t n) {
+  const size_t width = fixed_width(element_type_);
+  TESSERA_CHECK(width > 0);
+  bytes_.insert(bytes_.end(), bytes, bytes + n * width);
+}
+
+void Array::append_string(std::string_view s) {
+  TESSERA_CHECK(element_type_ == ValueType::String);
+  bytes_.insert(bytes_.end(), s.begin(), s.end());
+  ends_.push_back(bytes_.size());
+}
+
+void Array::append_array(Array a) {
+  TESSERA_CHECK(element_type_ == ValueType::Array);
+  arrays_.push_back(std::move(a));
+}
+
+std::span<const uint8_t> Array::fixed_bytes() const {
+  if (fixed_width(element_type_) == 0) return {};
+  return bytes_;
+}
+
+Value Value::make_array(ValueType element_type, const std::vector<Value>& elements) {
+  Array array(element_type);
+  array.reserve(elements.size());
+  for (const Value& e : elements) array.push_back(e);
+  return {ValueType::Array, std::move(array)};
+}
+
 Value Value::make_string_array(const std::vector<std::string>& values) {
-  std::vector<Value> elements;
-  elements.reserve(values.size());
-  for (const std::string& v : values) elements.push_back(make_string(v));
-  return make_array(ValueType::String, std::move(elements));
+  Array array(ValueType::String);
+  array.reserve(values.size());
+  for (const std::string& v : values) array.append_string(v);
+  return {ValueType::Array, std::move(array)};
 }
 
 Value Value::make_f32_array(const std::vector<float>& values) {
-  std::vector<Value> elements;
-  elements.reserve(values.size());
-  for (float v : values) elements.push_back(make_f32(v));
-  return make_array(ValueType::Float32, std::move(elements));
+  Array array(ValueType::Float32);
+  array.append_fixed(reinterpret_cast<const uint8_t*>(values.data()), values.size());
+  return {ValueType::Array, std::move(array)};
 }
 
 Value Value::make_i32_array(const std::vector<int32_t>& values) {
-  std::vector<Value> elements;
-  elements.reserve(values.size());
-  for (int32_t v : values) elements.push_back(make_i32(v));
-  return make_array(ValueType::Int32, std::move(elements));
+  Array array(ValueType::Int32);
+  array.append_fixed(reinterpret_cast<const uint8_t*>(values.data()), values.size());
+  return {ValueType::Array, std::move(array)};
 }
 
 std::shared_ptr<File> File::open(const std::string& path) {

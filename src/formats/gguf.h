@@ -41,10 +41,43 @@ std::string_view value_type_name(ValueType type);
 
 struct Value;
 
-struct Array {
-  ValueType element_type = ValueType::UInt8;
-  std::vector<Value> elements;
+// An array's elements stored by type, so that memory follows what the file spends on them: numbers and bools in
+// their on-disk width (little-endian, as in the file), strings in one buffer with an end offset each, nested
+// arrays as Arrays. A hostile count therefore costs no more memory than the bytes that back it (File::parse
+// also caps the nested arrays, whose bookkeeping is larger than their 12 bytes on disk). Every element has the
+// array's type: push_back refuses anything else, so a writer cannot produce an array readers would misread.
+class Array {
+ public:
+  explicit Array(ValueType element_type = ValueType::UInt8) : element_type_(element_type) {}
+
+  ValueType element_type() const { return element_type_; }
+  size_t size() const;
+  bool empty() const { return size() == 0; }
+  // Element i as a Value (strings and arrays copied). Throws tessera::Error when i is out of range.
+  Value at(size_t i) const;
+  // Typed reads without a copy; throw tessera::Error for another element type or an index out of range.
+  std::string_view string_at(size_t i) const;
+  const Array& array_at(size_t i) const;
+
+  // Appends `v`; throws tessera::Error when it is not of element_type() or its value does not fit the width.
+  void push_back(const Value& v);
+  void reserve(size_t n);
+  // Fixed-width element types: `n` elements' raw little-endian bytes (bools must be 0 or 1, unchecked here).
+  void append_fixed(const uint8_t* bytes, size_t n);
+  void append_string(std::string_view s);
+  void append_array(Array a);
+  // The fixed-width elements' raw little-endian bytes (empty for strings and arrays).
+  std::span<const uint8_t> fixed_bytes() const;
+
+ private:
+  ValueType element_type_;
+  std::vector<uint8_t> bytes_;  // fixed-width elements, or the strings' bytes back to back
+  std::vector<uint64_t> ends_;  // strings: where each one ends in bytes_
+  std::vector<Array> arrays_;   // nested arrays
 };
+
+// Bytes one element of a fixed-width type takes on disk and in an Array; 0 for strings and arrays.
+size_t fixed_width(ValueType type);
 
 // One metadata value. Integers keep their declared width in `type` but are stored widened.
 struct Value {
@@ -57,9 +90,8 @@ struct Value {
   static Value make_f32(float v) { return {ValueType::Float32, double{v}}; }
   static Value make_bool(bool v) { return {ValueType::Bool, v}; }
   static Value make_string(std::string v) { return {ValueType::String, std::move(v)}; }
-  static Value make_array(ValueType element_type, std::vector<Value> elements) {
-    return {ValueType::Array, Array{element_type, std::move(elements)}};
-  }
+  // Throws tessera::Error when an element is not of `element_type` or does not fit its width.
+  static Value make_array(ValueType element_type, const std::vector<Value>& elements);
   static Value make_string_array(const std::vector<std::string>& values);
   static Value make_f32_array(const std::vector<float>& values);
   static Value make_i32_array(const std::vector<int32_t>& values);

@@ -7,9 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <memory>
-#include <type_traits>
 
 #include "core/error.h"
 
@@ -53,55 +51,38 @@ class OutputFile {
   uint64_t written_ = 0;
 };
 
-// The value as an integer of width T; a value that does not fit would be silently truncated on disk.
-template <typename T>
-T narrow(const std::string& key, const Value& v) {
-  if constexpr (std::is_signed_v<T>) {
-    const int64_t i = v.as_int();
-    if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) {
-      fail("metadata key '{}': {} does not fit a {}", key, i, value_type_name(v.type));
+// Array::push_back already refused elements of another type or out of the element width's range.
+void write_array(OutputFile& out, const Array& a) {
+  out.pod<uint32_t>(static_cast<uint32_t>(a.element_type()));
+  out.pod<uint64_t>(a.size());
+  if (fixed_width(a.element_type()) > 0) {
+    out.bytes(a.fixed_bytes().data(), a.fixed_bytes().size());
+    return;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a.element_type() == ValueType::String) {
+      const std::string_view s = a.string_at(i);
+      out.pod<uint64_t>(s.size());
+      out.bytes(s.data(), s.size());
+    } else {
+      write_array(out, a.array_at(i));
     }
-    return static_cast<T>(i);
-  } else {
-    const uint64_t u = v.as_uint();
-    if (u > std::numeric_limits<T>::max()) {
-      fail("metadata key '{}': {} does not fit a {}", key, u, value_type_name(v.type));
-    }
-    return static_cast<T>(u);
   }
 }
 
 void write_value(OutputFile& out, const std::string& key, const Value& v) {
-  switch (v.type) {
-    case ValueType::UInt8: out.pod<uint8_t>(narrow<uint8_t>(key, v)); break;
-    case ValueType::Int8: out.pod<int8_t>(narrow<int8_t>(key, v)); break;
-    case ValueType::UInt16: out.pod<uint16_t>(narrow<uint16_t>(key, v)); break;
-    case ValueType::Int16: out.pod<int16_t>(narrow<int16_t>(key, v)); break;
-    case ValueType::UInt32: out.pod<uint32_t>(narrow<uint32_t>(key, v)); break;
-    case ValueType::Int32: out.pod<int32_t>(narrow<int32_t>(key, v)); break;
-    case ValueType::UInt64: out.pod<uint64_t>(v.as_uint()); break;
-    case ValueType::Int64: out.pod<int64_t>(v.as_int()); break;
-    case ValueType::Float32: out.pod<float>(static_cast<float>(v.as_float())); break;
-    case ValueType::Float64: out.pod<double>(v.as_float()); break;
-    case ValueType::Bool: out.pod<uint8_t>(v.as_bool() ? 1 : 0); break;
-    case ValueType::String: out.string(v.as_string()); break;
-    case ValueType::Array: {
-      const Array& a = v.as_array();
-      out.pod<uint32_t>(static_cast<uint32_t>(a.element_type));
-      out.pod<uint64_t>(a.elements.size());
-      for (const Value& e : a.elements) {
-        // The file stores one type for the whole array; a stray element would be misread by every reader.
-        if (e.type != a.element_type) {
-          fail("metadata key '{}': {} element in an array of {}", key, value_type_name(e.type),
-               value_type_name(a.element_type));
-        }
-        write_value(out, key, e);
-      }
-      break;
-    }
-    default:
-      fail("metadata key '{}': unknown value type {}", key, static_cast<uint32_t>(v.type));
+  if (v.type == ValueType::String) return out.string(v.as_string());
+  if (v.type == ValueType::Array) return write_array(out, v.as_array());
+  if (fixed_width(v.type) == 0) fail("metadata key '{}': unknown value type {}", key, static_cast<uint32_t>(v.type));
+  // A one-element array checks the value against its width (a value that does not fit would be silently
+  // truncated on disk) and gives its little-endian bytes.
+  Array one(v.type);
+  try {
+    one.push_back(v);
+  } catch (const Error& e) {
+    fail("metadata key '{}': {}", key, e.what());
   }
+  out.bytes(one.fixed_bytes().data(), one.fixed_bytes().size());
 }
 
 // The alignment the file will declare: an explicit general.alignment key wins over the constructor's value, since

@@ -250,7 +250,7 @@ void write_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan,
     const auto tokens = std::find_if(tokenizer->begin(), tokenizer->end(),
                                      [](const auto& kv) { return kv.first == "tokenizer.ggml.tokens"; });
     if (tokens == tokenizer->end()) fail("the vocabulary source has no tokenizer.ggml.tokens to copy");
-    const size_t n = tokens->second.as_array().elements.size();
+    const size_t n = tokens->second.as_array().size();
     if (int64_t(n) > preset.n_vocab) {
       fail("the vocabulary has {} tokens but {} has only {} embedding rows", n, preset.name, preset.n_vocab);
     }

@@ -11,11 +11,11 @@ namespace tessera {
 namespace {
 
 // An array key's elements, or nullptr when the key is absent. Throws when the key holds something else.
-const std::vector<gguf::Value>* find_array(const gguf::File& file, std::string_view key) {
+const gguf::Array* find_array(const gguf::File& file, std::string_view key) {
   const gguf::Value* value = file.find(key);
   if (value == nullptr) return nullptr;
   try {
-    return &value->as_array().elements;
+    return &value->as_array();
   } catch (const Error& e) {
     fail("{}: metadata key '{}': {}", file.name(), key, e.what());
   }
@@ -64,7 +64,7 @@ Vocab vocab_from_gguf(const gguf::File& file) {
   vocab.tokens.reserve(n_vocab);
   for (size_t i = 0; i < n_vocab; ++i) {
     try {
-      vocab.tokens.push_back((*tokens)[i].as_string());
+      vocab.tokens.emplace_back(tokens->string_at(i));
     } catch (const Error& e) {
       fail("{}: tokenizer.ggml.tokens[{}]: {}", source, i, e.what());
     }
@@ -78,7 +78,7 @@ Vocab vocab_from_gguf(const gguf::File& file) {
     vocab.scores.reserve(n_vocab);
     for (size_t i = 0; i < n_vocab; ++i) {
       try {
-        vocab.scores.push_back(static_cast<float>((*scores)[i].as_float()));
+        vocab.scores.push_back(static_cast<float>(scores->at(i).as_float()));
       } catch (const Error& e) {
         fail("{}: tokenizer.ggml.scores[{}]: {}", source, i, e.what());
       }
@@ -97,7 +97,7 @@ Vocab vocab_from_gguf(const gguf::File& file) {
     for (size_t i = 0; i < n_vocab; ++i) {
       int64_t type = 0;
       try {
-        type = (*types)[i].as_int();
+        type = types->at(i).as_int();
       } catch (const Error& e) {
         fail("{}: tokenizer.ggml.token_type[{}]: {}", source, i, e.what());
       }
@@ -111,7 +111,7 @@ Vocab vocab_from_gguf(const gguf::File& file) {
     vocab.merges.reserve(merges->size());
     for (size_t i = 0; i < merges->size(); ++i) {
       try {
-        vocab.merges.push_back((*merges)[i].as_string());
+        vocab.merges.emplace_back(merges->string_at(i));
       } catch (const Error& e) {
         fail("{}: tokenizer.ggml.merges[{}]: {}", source, i, e.what());
       }
@@ -121,7 +121,7 @@ Vocab vocab_from_gguf(const gguf::File& file) {
   if (const auto* eog = find_array(file, "tessera.eog_token_ids")) {
     for (size_t i = 0; i < eog->size(); ++i) {
       try {
-        const int64_t id = (*eog)[i].as_int();
+        const int64_t id = eog->at(i).as_int();
         if (id < 0 || id >= int64_t(n_vocab)) fail("token id {} is outside the vocabulary", id);
         vocab.eog_ids.push_back(int32_t(id));
       } catch (const Error& e) {

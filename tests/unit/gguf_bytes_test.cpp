@@ -1,6 +1,7 @@
 // GGUF files built byte by byte: the v2 layout, and every kind of corrupt or hostile input, which must end in one
 // clear tessera::Error line, never a crash, a hang or a huge allocation.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -116,13 +117,18 @@ void check_small_valid_file(const File& file) {
   EXPECT_EQ(file.get_float("f32"), 0.5);
   EXPECT_EQ(file.find_bool("flag"), true);
   const Array& tokens = file.get("tokens").as_array();
-  ASSERT_EQ(tokens.elements.size(), 3u);
-  EXPECT_EQ(tokens.elements[2].as_string(), "abc");
-  EXPECT_EQ(file.get("ids").as_array().elements[0].as_int(), -1);
+  ASSERT_EQ(tokens.size(), 3u);
+  EXPECT_EQ(tokens.string_at(1), "");
+  EXPECT_EQ(tokens.string_at(2), "abc");
+  EXPECT_EQ(tokens.at(0).as_string(), "<s>");
+  EXPECT_EQ(file.get("ids").as_array().at(0).as_int(), -1);
+  EXPECT_EQ(file.get("ids").as_array().at(1).as_int(), 7);
   const Array& nested = file.get("nested").as_array();
-  ASSERT_EQ(nested.elements.size(), 2u);
-  EXPECT_EQ(nested.elements[0].as_array().elements[0].as_uint(), 99u);
-  EXPECT_EQ(nested.elements[1].as_array().element_type, ValueType::Bool);
+  ASSERT_EQ(nested.size(), 2u);
+  EXPECT_EQ(nested.array_at(0).at(0).as_uint(), 99u);
+  EXPECT_EQ(nested.array_at(1).element_type(), ValueType::Bool);
+  EXPECT_THROW(nested.array_at(2), Error);
+  EXPECT_THROW(tokens.array_at(0), Error);
   ASSERT_EQ(file.tensors().size(), 2u);
   const TensorInfo& a = file.tensors()[0];
   EXPECT_EQ(a.n_bytes, 16u);
@@ -390,10 +396,50 @@ TEST(GgufBytes, NestedArrays) {
   // Eight levels are fine, the ninth is refused; a thousand never reach the stack's limit.
   const auto file = parse(nested(8));
   const Value* v = &file->get("deep");
-  for (int i = 1; i < 8; ++i) v = &v->as_array().elements.at(0);
-  EXPECT_EQ(v->as_array().elements.at(0).as_uint(), 42u);
+  const Array* a = &v->as_array();
+  for (int i = 1; i < 8; ++i) a = &a->array_at(0);
+  EXPECT_EQ(a->at(0).as_uint(), 42u);
   expect_error(nested(9), "metadata key 'deep': arrays nested too deeply");
   expect_error(nested(100000), "arrays nested too deeply");
+}
+
+// Heap bytes in use (glibc); 0 where malloc is replaced (sanitizer builds), and the memory tests skip.
+size_t heap_in_use() {
+  const struct mallinfo2 info = mallinfo2();
+  return info.uordblks + info.hblkhd;
+}
+
+// Regression: each array element took a ~50-byte Value although its count is checked against the file's bytes,
+// so a 2 GB file of u8 arrays asked for ~100 GB. Elements are stored in their on-disk width now.
+TEST(GgufBytes, ArraysTakeNoMoreMemoryThanTheirBytes) {
+  if (heap_in_use() == 0) GTEST_SKIP() << "mallinfo2 does not see this build's allocator";
+  constexpr uint64_t kCount = 4 << 20;
+  Bytes b;
+  b.header(3, 0, 3).key("bytes", ValueType::Array).array_header(ValueType::UInt8, kCount).fill(kCount, 7);
+  b.key("flags", ValueType::Array).array_header(ValueType::Bool, kCount).fill(kCount, 1);
+  b.key("strings", ValueType::Array).array_header(ValueType::String, kCount / 8);
+  for (uint64_t i = 0; i < kCount / 8; ++i) b.u64(0);
+  const size_t before = heap_in_use();
+  const auto file = parse(b.bytes());
+  const size_t used = heap_in_use() - before;
+  EXPECT_LT(used, b.size() + (1 << 20)) << "metadata took " << used << " bytes for a " << b.size() << "-byte file";
+  const Array& bytes = file->get("bytes").as_array();
+  ASSERT_EQ(bytes.size(), kCount);
+  EXPECT_EQ(bytes.at(kCount - 1).as_uint(), 7u);
+  EXPECT_EQ(file->get("flags").as_array().at(5).as_bool(), true);
+  EXPECT_EQ(file->get("strings").as_array().size(), kCount / 8);
+}
+
+// Nested arrays need more memory than their 12 bytes on disk: in all they may take the file's size and a MiB.
+TEST(GgufBytes, ArraysOfArraysAreBoundedByTheFileSize) {
+  const auto arrays = [](uint64_t n) {
+    Bytes b;
+    b.header(3, 0, 1).key("a", ValueType::Array).array_header(ValueType::Array, n);
+    for (uint64_t i = 0; i < n; ++i) b.array_header(ValueType::UInt8, 0);
+    return b.bytes();
+  };
+  EXPECT_EQ(parse(arrays(1000))->get("a").as_array().size(), 1000u);
+  expect_error(arrays(400000), "metadata key 'a': arrays of arrays would take more than");
 }
 
 // Regression: key and tensor names were put in messages verbatim, so a name with a newline or a megabyte of text

@@ -25,9 +25,9 @@ bool same_value(const Value& a, const Value& b) {
   if (a.type != b.type || a.data.index() != b.data.index()) return false;
   if (const auto* x = std::get_if<Array>(&a.data)) {
     const Array& y = std::get<Array>(b.data);
-    if (x->element_type != y.element_type || x->elements.size() != y.elements.size()) return false;
-    for (size_t i = 0; i < x->elements.size(); ++i) {
-      if (!same_value(x->elements[i], y.elements[i])) return false;
+    if (x->element_type() != y.element_type() || x->size() != y.size()) return false;
+    for (size_t i = 0; i < x->size(); ++i) {
+      if (!same_value(x->at(i), y.at(i))) return false;
     }
     return true;
   }
@@ -146,18 +146,18 @@ TEST_F(GgufRoundTrip, ArraysOfEveryTypeIncludingEmptyAndNested) {
   for (const auto& [k, v] : scalar_values()) {
     EXPECT_TRUE(same_value(file->get("array." + k), Value::make_array(v.type, {v, v, v}))) << k;
     const Array& empty = file->get("empty." + k).as_array();
-    EXPECT_EQ(empty.element_type, v.type) << k;
-    EXPECT_TRUE(empty.elements.empty()) << k;
+    EXPECT_EQ(empty.element_type(), v.type) << k;
+    EXPECT_TRUE(empty.empty()) << k;
   }
   const Array& strings = file->get("strings").as_array();
-  ASSERT_EQ(strings.elements.size(), 4u);
-  EXPECT_EQ(strings.elements[0].as_string(), "");
-  EXPECT_EQ(strings.elements[3].as_string(), std::string(300, 'x'));
-  EXPECT_EQ(file->get("floats").as_array().elements[1].as_float(), -2.5);
-  EXPECT_EQ(file->get("ints").as_array().elements[0].as_int(), -1);
+  ASSERT_EQ(strings.size(), 4u);
+  EXPECT_EQ(strings.string_at(0), "");
+  EXPECT_EQ(strings.string_at(3), std::string(300, 'x'));
+  EXPECT_EQ(file->get("floats").as_array().at(1).as_float(), -2.5);
+  EXPECT_EQ(file->get("ints").as_array().at(0).as_int(), -1);
   EXPECT_TRUE(same_value(file->get("nested"), nested));
   EXPECT_TRUE(same_value(file->get("deep"), deep));
-  EXPECT_EQ(file->get("empty.array_of_arrays").as_array().element_type, ValueType::Array);
+  EXPECT_EQ(file->get("empty.array_of_arrays").as_array().element_type(), ValueType::Array);
 }
 
 TEST_F(GgufRoundTrip, TypedGettersReportMissingAndMistypedKeys) {
@@ -380,11 +380,18 @@ TEST_F(GgufRoundTrip, WriterRejectsWhatItCannotWriteFaithfully) {
     w.set("general.alignment", Value::make_u64(64));
     expect_write_error(w, "general.alignment must be a u32");
   }
-  {
-    Writer w;
-    w.set("a", Value::make_array(ValueType::UInt8, {u8(1), Value::make_string("two")}));
-    expect_write_error(w, "metadata key 'a': string element in an array of u8");
-  }
+  // An array holds one type: a stray element, or one too wide for the element type, never gets in.
+  EXPECT_THROW(
+      {
+        try {
+          Value::make_array(ValueType::UInt8, {u8(1), Value::make_string("two")});
+        } catch (const Error& e) {
+          EXPECT_STREQ(e.what(), "string element in an array of u8");
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(Value::make_array(ValueType::UInt8, {Value{ValueType::UInt8, uint64_t{256}}}), Error);
   {
     Writer w;
     w.set("b", Value{ValueType::UInt8, uint64_t{300}});
@@ -424,13 +431,13 @@ TEST(GgufRealFiles, LlamaTinyRandomModel) {
   EXPECT_EQ(file->get_uint("llama.attention.head_count"), 2u);
   EXPECT_NEAR(file->get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5, 1e-9);
   const Array& tokens = file->get("tokenizer.ggml.tokens").as_array();
-  EXPECT_EQ(tokens.element_type, ValueType::String);
-  ASSERT_EQ(tokens.elements.size(), 32000u);
-  EXPECT_EQ(tokens.elements[0].as_string(), "<unk>");
-  EXPECT_EQ(tokens.elements[1].as_string(), "<s>");
-  EXPECT_EQ(tokens.elements[2].as_string(), "</s>");
-  EXPECT_EQ(file->get("tokenizer.ggml.scores").as_array().elements.size(), 32000u);
-  EXPECT_EQ(file->get("tokenizer.ggml.token_type").as_array().element_type, ValueType::Int32);
+  EXPECT_EQ(tokens.element_type(), ValueType::String);
+  ASSERT_EQ(tokens.size(), 32000u);
+  EXPECT_EQ(tokens.string_at(0), "<unk>");
+  EXPECT_EQ(tokens.string_at(1), "<s>");
+  EXPECT_EQ(tokens.string_at(2), "</s>");
+  EXPECT_EQ(file->get("tokenizer.ggml.scores").as_array().size(), 32000u);
+  EXPECT_EQ(file->get("tokenizer.ggml.token_type").as_array().element_type(), ValueType::Int32);
 
   ASSERT_EQ(file->tensors().size(), 12u);
   const TensorInfo* embd = file->find_tensor("token_embd.weight");
@@ -497,17 +504,17 @@ TEST(GgufRealFiles, TokenizerVocabularies) {
     EXPECT_EQ(file->get_string("general.architecture"), c.architecture);
     EXPECT_EQ(file->get_string("tokenizer.ggml.model"), c.model);
     const Array& tokens = file->get("tokenizer.ggml.tokens").as_array();
-    EXPECT_EQ(tokens.element_type, ValueType::String);
-    EXPECT_EQ(tokens.elements.size(), c.n_tokens);
-    EXPECT_EQ(file->get("tokenizer.ggml.token_type").as_array().elements.size(), c.n_tokens);
+    EXPECT_EQ(tokens.element_type(), ValueType::String);
+    EXPECT_EQ(tokens.size(), c.n_tokens);
+    EXPECT_EQ(file->get("tokenizer.ggml.token_type").as_array().size(), c.n_tokens);
   }
   const auto spm = File::open(testing::shared_path("tokenizer-vectors/ggml-vocab-llama-spm.gguf"));
   EXPECT_EQ(spm->find_bool("tokenizer.ggml.add_bos_token"), true);
   EXPECT_EQ(spm->find_bool("tokenizer.ggml.add_eos_token"), false);
   EXPECT_EQ(spm->get_uint("llama.vocab_size"), 32000u);
-  EXPECT_EQ(spm->get("tokenizer.ggml.tokens").as_array().elements[1].as_string(), "<s>");
+  EXPECT_EQ(spm->get("tokenizer.ggml.tokens").as_array().string_at(1), "<s>");
   const auto gpt2 = File::open(testing::shared_path("tokenizer-vectors/ggml-vocab-gpt-2.gguf"));
-  EXPECT_EQ(gpt2->get("tokenizer.ggml.merges").as_array().elements.size(), 50000u);
+  EXPECT_EQ(gpt2->get("tokenizer.ggml.merges").as_array().size(), 50000u);
   EXPECT_EQ(gpt2->get_uint("tokenizer.ggml.bos_token_id"), 50256u);
   const auto phi3 = File::open(testing::shared_path("tokenizer-vectors/ggml-vocab-phi-3.gguf"));
   EXPECT_NE(phi3->get_string("tokenizer.chat_template").find("<|user|>"), std::string::npos);

@@ -114,15 +114,15 @@ TEST(HfConvert, ConvertedFileHasEcosystemNamesKeysAndPermutation) {
 
   EXPECT_EQ(f->get_string("tokenizer.ggml.model"), "gpt2");
   EXPECT_EQ(f->get_string("tokenizer.ggml.pre"), "gpt-2");
-  const auto& tokens = f->get("tokenizer.ggml.tokens").as_array().elements;
+  const auto& tokens = f->get("tokenizer.ggml.tokens").as_array();
   ASSERT_EQ(tokens.size(), 280u);  // padded to the embedding's rows, as llama.cpp expects
-  EXPECT_EQ(tokens[261].as_string(), "<|im_end|>");
-  EXPECT_EQ(tokens[279].as_string(), "[PAD279]");
-  const auto& types = f->get("tokenizer.ggml.token_type").as_array().elements;
-  EXPECT_EQ(types[65].as_int(), 1);   // normal
-  EXPECT_EQ(types[261].as_int(), 3);  // control
-  EXPECT_EQ(types[279].as_int(), 5);  // unused
-  EXPECT_EQ(f->get("tokenizer.ggml.merges").as_array().elements.size(), 3u);
+  EXPECT_EQ(tokens.string_at(261), "<|im_end|>");
+  EXPECT_EQ(tokens.string_at(279), "[PAD279]");
+  const auto& types = f->get("tokenizer.ggml.token_type").as_array();
+  EXPECT_EQ(types.at(65).as_int(), 1);   // normal
+  EXPECT_EQ(types.at(261).as_int(), 3);  // control
+  EXPECT_EQ(types.at(279).as_int(), 5);  // unused
+  EXPECT_EQ(f->get("tokenizer.ggml.merges").as_array().size(), 3u);
   EXPECT_EQ(f->find("tokenizer.ggml.scores"), nullptr);
   EXPECT_EQ(f->get_uint("tokenizer.ggml.eos_token_id"), 261u);
   EXPECT_EQ(f->get_uint("tokenizer.ggml.padding_token_id"), 259u);
@@ -130,9 +130,9 @@ TEST(HfConvert, ConvertedFileHasEcosystemNamesKeysAndPermutation) {
   EXPECT_FALSE(*f->find_bool("tokenizer.ggml.add_bos_token"));
   const json tokenizer_config = read_json_file(dir.path + "/m/tokenizer_config.json");
   EXPECT_EQ(f->get_string("tokenizer.chat_template"), tokenizer_config["chat_template"].get<std::string>());
-  const auto& eog = f->get("tessera.eog_token_ids").as_array().elements;
+  const auto& eog = f->get("tessera.eog_token_ids").as_array();
   ASSERT_EQ(eog.size(), 1u);
-  EXPECT_EQ(eog[0].as_int(), 259);  // generation_config.json's second stop id; the first is the EOS
+  EXPECT_EQ(eog.at(0).as_int(), 259);  // generation_config.json's second stop id; the first is the EOS
   // generation_config.json's sampling fields under llama.cpp's keys, and back through the converted file.
   EXPECT_FLOAT_EQ(float(f->get_float("general.sampling.temp")), 0.7f);
   EXPECT_EQ(f->get("general.sampling.top_k").as_int(), 20);
