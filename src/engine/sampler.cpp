@@ -25,6 +25,7 @@ std::string validate(const SamplingParams& p) {
   if (p.max_tokens < 0) return "max_tokens must be >= 0";
   for (const auto& s : p.stop) {
     if (s.empty()) return "stop strings must not be empty";
+    if (s.size() > kMaxStopBytes) return fmt::format("stop strings may be at most {} bytes long", kMaxStopBytes);
   }
   return {};
 }

@@ -2,6 +2,7 @@
 // their own defaults.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,6 +10,10 @@
 #include "formats/sampling_defaults.h"
 
 namespace tessera {
+
+// Longest stop string, in bytes. The stop matcher holds back and rescans up to this much text per token on
+// the engine thread, so an unbounded one (a megabyte from a request body) would stall every sequence.
+inline constexpr size_t kMaxStopBytes = 256;
 
 struct SamplingParams {
   float temperature = 1.0f;      // <= 0: greedy (argmax)

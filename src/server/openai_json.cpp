@@ -79,8 +79,10 @@ std::vector<std::string> read_stop(const json& v, int32_t max_stop) {
   } else {
     bad("stop", "must be a string or an array of strings");
   }
-  for (const std::string& s : stop)
+  for (const std::string& s : stop) {
     if (s.empty()) bad("stop", "must not contain empty strings");
+    if (s.size() > kMaxStopBytes) bad("stop", "strings may be at most " + std::to_string(kMaxStopBytes) + " bytes long");
+  }
   return stop;
 }
 

@@ -131,6 +131,10 @@ TEST(Sampler, ValidationNamesTheBadParameter) {
   p = {};
   p.stop = {""};
   EXPECT_NE(validate(p).find("stop"), std::string::npos);
+  p.stop = {std::string(kMaxStopBytes, 'x')};
+  EXPECT_TRUE(validate(p).empty());
+  p.stop = {"ok", std::string(kMaxStopBytes + 1, 'x')};  // the matcher rescans this much per token
+  EXPECT_NE(validate(p).find("stop strings may be at most 256 bytes"), std::string::npos);
   EXPECT_TRUE(validate(SamplingParams{}).empty());
 }
 

@@ -89,6 +89,9 @@ TEST(ServerOpenAiJson, RejectsBadValuesNamingTheParameter) {
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"n", 0}}).param, "n");
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"stop", 5}}).param, "stop");
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"stop", {"a", 1}}}).param, "stop");
+  const ApiError long_stop = completion_error({{"prompt", "x"}, {"stop", {"a", std::string(257, 's')}}});
+  EXPECT_EQ(long_stop.param, "stop");
+  EXPECT_NE(long_stop.message.find("at most 256 bytes"), std::string::npos) << long_stop.message;
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"stream", "yes"}}).param, "stream");
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}).param,
             "stream_options");
