@@ -38,6 +38,13 @@ uint64_t splitmix64(uint64_t& x) {
   return z ^ (z >> 31);
 }
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kMaxFloat = std::numeric_limits<float>::max();
+
+// NaN becomes -inf (never drawn) and +inf the largest float, so that logits compare as a strict weak order and
+// exp(l - max) stays finite. Branch-free, so the loops it sits in still vectorize.
+inline float tame(float x) { return x != x ? kNegInf : x > kMaxFloat ? kMaxFloat : x; }
 }  // namespace
 
 Rng::Rng(uint64_t seed) {
@@ -78,8 +85,9 @@ void Sampler::apply_penalties(std::span<const int32_t> history) {
 }
 
 SampledToken Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  logits_.assign(logits.begin(), logits.end());
-  logprobs_valid_ = false;
+  logits_.resize(logits.size());
+  std::transform(logits.begin(), logits.end(), logits_.begin(), tame);
+  logprobs_valid_ = log_normalizer_valid_ = false;
   apply_penalties(history);
   const auto n = int32_t(logits_.size());
 
@@ -89,8 +97,9 @@ SampledToken Sampler::sample(std::span<const float> logits, std::span<const int3
     return {best, 0.0f};
   }
 
+  // Scaling can overflow (a large logit over a small temperature): tame again, in the same pass.
   const float inv_t = 1.0f / params_.temperature;
-  for (float& l : logits_) l *= inv_t;
+  for (float& l : logits_) l = tame(l * inv_t);
 
   // Candidates sorted by logit (descending, ties by id) so truncation is deterministic.
   candidates_.resize(size_t(n));
@@ -108,6 +117,7 @@ SampledToken Sampler::sample(std::span<const float> logits, std::span<const int3
   candidates_.resize(size_t(keep));
 
   const float max_logit = logits_[size_t(candidates_[0])];
+  if (max_logit == kNegInf) return {candidates_[0], kNegInf};  // nothing is possible: every logit was NaN or -inf
   probs_.resize(size_t(keep));
   double sum = 0.0;
   for (int32_t i = 0; i < keep; ++i) {
@@ -150,13 +160,22 @@ SampledToken Sampler::sample(std::span<const float> logits, std::span<const int3
   return {candidates_[size_t(chosen)], float(std::log(probs_[size_t(chosen)] / kept_mass))};
 }
 
+float Sampler::log_normalizer() {
+  if (!log_normalizer_valid_) {
+    const float max_logit = logits_.empty() ? kNegInf : *std::max_element(logits_.begin(), logits_.end());
+    double sum = 0.0;
+    if (max_logit != kNegInf)
+      for (float l : logits_) sum += std::exp(double(l - max_logit));
+    log_normalizer_ = max_logit == kNegInf ? 0.0f : float(std::log(sum)) + max_logit;
+    log_normalizer_valid_ = true;
+  }
+  return log_normalizer_;
+}
+
 const std::vector<float>& Sampler::last_logprobs() {
   if (!logprobs_valid_) {
+    const float log_sum = log_normalizer();
     logprobs_.resize(logits_.size());
-    const float max_logit = *std::max_element(logits_.begin(), logits_.end());
-    double sum = 0.0;
-    for (float l : logits_) sum += std::exp(double(l - max_logit));
-    const auto log_sum = float(std::log(sum)) + max_logit;
     for (size_t i = 0; i < logits_.size(); ++i) logprobs_[i] = logits_[i] - log_sum;
     logprobs_valid_ = true;
   }

@@ -1,5 +1,6 @@
 // Turns one row of logits into the next token: penalties, temperature, top-k, top-p, min-p, then a draw from
-// a seeded generator (same seed and inputs ⇒ same tokens, on any machine).
+// a seeded generator (same seed and inputs ⇒ same tokens, on any machine). Non-finite logits never make the
+// draw undefined: NaN is never chosen, +inf wins over every finite logit.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,7 @@ class Sampler {
 
  private:
   void apply_penalties(std::span<const int32_t> history);
+  float log_normalizer();  // log of the softmax denominator of logits_
 
   SamplingParams params_;
   Rng rng_;
@@ -48,6 +50,8 @@ class Sampler {
   std::vector<float> probs_;
   std::vector<float> logprobs_;
   bool logprobs_valid_ = false;
+  float log_normalizer_ = 0.0f;
+  bool log_normalizer_valid_ = false;
   std::unordered_map<int32_t, int32_t> counts_;
 };
 

@@ -11,12 +11,15 @@
 
 namespace tessera {
 
+// Temperatures below this sample greedily. 1/T overflows a float for the smallest ones (1e-40 makes every
+// logit +-inf or NaN), and already at 1e-4 a logit gap of 0.01 is e^-100: a point mass on the maximum.
+inline constexpr float kGreedyBelowTemperature = 1e-4f;
 // Longest stop string, in bytes. The stop matcher holds back and rescans up to this much text per token on
 // the engine thread, so an unbounded one (a megabyte from a request body) would stall every sequence.
 inline constexpr size_t kMaxStopBytes = 256;
 
 struct SamplingParams {
-  float temperature = 1.0f;      // <= 0: greedy (argmax)
+  float temperature = 1.0f;      // < kGreedyBelowTemperature (0 included): greedy (argmax)
   int32_t top_k = 0;             // 0: off
   float top_p = 1.0f;            // 1: off
   float min_p = 0.0f;            // 0: off; keep tokens with p >= min_p * p_max
@@ -30,7 +33,7 @@ struct SamplingParams {
   std::vector<std::string> stop;    // generation ends before any of these strings
   bool ignore_eos = false;
 
-  bool is_greedy() const { return temperature <= 0.0f; }
+  bool is_greedy() const { return temperature < kGreedyBelowTemperature; }
 };
 
 // `params` with the fields `defaults` sets replaced: the base a front-end starts each request from.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "engine/sampler.h"
@@ -136,6 +137,48 @@ TEST(Sampler, ValidationNamesTheBadParameter) {
   p.stop = {"ok", std::string(kMaxStopBytes + 1, 'x')};  // the matcher rescans this much per token
   EXPECT_NE(validate(p).find("stop strings may be at most 256 bytes"), std::string::npos);
   EXPECT_TRUE(validate(SamplingParams{}).empty());
+}
+
+// Regression: 1/T overflowed for T = 1e-40 (a JSON number the API accepts), every logit became +-inf or NaN, the
+// candidate sort got an inconsistent comparator and the draw fell through to the least likely token.
+TEST(Sampler, TinyTemperaturesAreGreedy) {
+  const std::vector<float> logits{1.0f, 3.0f, 2.0f, -1.0f};
+  for (const float t : {1e-40f, 1e-30f, 1e-6f, 9.9e-5f}) {
+    EXPECT_TRUE(plain(t).is_greedy()) << t;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      SamplingParams p = plain(t);
+      p.seed = seed;
+      Sampler s(p);
+      EXPECT_EQ(s.sample(logits, {}).id, 1) << t;
+    }
+  }
+  EXPECT_FALSE(plain(1e-4f).is_greedy());
+  Sampler cold(plain(1e-4f));  // the smallest sampled temperature: 1/T finite, the maximum almost surely
+  EXPECT_EQ(cold.sample(logits, {}).id, 1);
+  EXPECT_TRUE(std::isfinite(cold.last_logprobs()[1]));
+}
+
+// NaN is never drawn, +inf beats every finite logit, and nothing is undefined when all are NaN (the engine ends
+// such a request with an error first; the sampler itself must still be safe, as in `tessera run`).
+TEST(Sampler, NonFiniteLogitsNeverMakeTheDrawUndefined) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  Sampler greedy(plain(0.0f));
+  EXPECT_EQ(greedy.sample(std::vector<float>{nan, 1.0f, 3.0f}, {}).id, 2);
+  EXPECT_EQ(greedy.sample(std::vector<float>{1.0f, inf, nan, inf}, {}).id, 1);
+  for (const auto& [id, count] : histogram(plain(1.0f), {nan, 1.0f, inf, -inf, 2.0f}, 2000)) EXPECT_EQ(id, 2);
+  const auto two = histogram(plain(0.7f), {inf, 0.0f, inf}, 4000);  // two +inf: an even draw between them
+  EXPECT_EQ(two.count(1), 0u);
+  EXPECT_NEAR(two.at(0), 2000, 200);
+  const auto h = histogram(plain(1.0f), {nan, 0.0f, 1.0f, nan}, 4000);
+  EXPECT_EQ(h.count(0) + h.count(3), 0u);
+  EXPECT_NEAR(double(h.at(2)) / 4000, std::exp(1.0) / (1 + std::exp(1.0)), 0.03);
+  Sampler all_nan(plain(1.0f));
+  const SampledToken t = all_nan.sample(std::vector<float>{nan, nan, nan}, {});
+  EXPECT_TRUE(t.id >= 0 && t.id < 3);
+  for (float lp : all_nan.last_logprobs()) EXPECT_FALSE(std::isnan(lp));
+  Sampler s(plain(1.0f));
+  s.sample(std::vector<float>{nan, 2.0f, -inf, 1.0f}, {});
+  for (float lp : s.last_logprobs()) EXPECT_FALSE(std::isnan(lp));
 }
 
 TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheStop) {
