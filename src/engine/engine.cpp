@@ -255,14 +255,9 @@ void Engine::Impl::emit_token(ActiveRequest& r, int32_t id, std::span<const floa
   ev.token = id;
   ev.text = r.stops.push(r.decoder.push(id));
   if (r.request.logprobs || r.request.top_logprobs > 0) {
-    const std::vector<float>& lp = r.sampler.last_logprobs();
-    ev.sampled = {id, lp[size_t(id)]};
-    const auto k = std::min<size_t>(size_t(r.request.top_logprobs), lp.size());
-    std::vector<int32_t> order(lp.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
-    std::partial_sort(order.begin(), order.begin() + ptrdiff_t(k), order.end(),
-                      [&](int32_t a, int32_t b) { return lp[size_t(a)] > lp[size_t(b)] || (lp[size_t(a)] == lp[size_t(b)] && a < b); });
-    for (size_t i = 0; i < k; ++i) ev.top_logprobs.push_back({order[i], lp[size_t(order[i])]});
+    ev.sampled = {id, r.sampler.logprob(id)};
+    for (const auto& [alt, lp] : r.sampler.top_logprobs(size_t(r.request.top_logprobs)))
+      ev.top_logprobs.push_back({alt, lp});
   }
   if (r.request.capture_logits) ev.logits.assign(logits.begin(), logits.end());
   r.on_event(ev);

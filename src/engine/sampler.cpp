@@ -45,7 +45,31 @@ constexpr float kMaxFloat = std::numeric_limits<float>::max();
 // NaN becomes -inf (never drawn) and +inf the largest float, so that logits compare as a strict weak order and
 // exp(l - max) stays finite. Branch-free, so the loops it sits in still vectorize.
 inline float tame(float x) { return x != x ? kNegInf : x > kMaxFloat ? kMaxFloat : x; }
+inline float rank(float x) { return x != x ? kNegInf : x; }
 }  // namespace
+
+void top_k_indices(std::span<const float> values, size_t k, std::vector<int32_t>& out) {
+  out.clear();
+  k = std::min(k, values.size());
+  if (k == 0) return;
+  auto above = [&](int32_t a, int32_t b) {
+    const float x = rank(values[size_t(a)]), y = rank(values[size_t(b)]);
+    return x > y || (x == y && a < b);
+  };
+  // A heap whose front is the lowest-ranked index kept. Later indices lose ties, so a value must beat the front's
+  // strictly to get in: one comparison for almost every value (NaN never passes it).
+  for (int32_t i = 0; i < int32_t(k); ++i) out.push_back(i);
+  std::make_heap(out.begin(), out.end(), above);
+  float floor = rank(values[size_t(out.front())]);
+  for (int32_t i = int32_t(k); i < int32_t(values.size()); ++i) {
+    if (!(values[size_t(i)] > floor)) continue;
+    std::pop_heap(out.begin(), out.end(), above);
+    out.back() = i;
+    std::push_heap(out.begin(), out.end(), above);
+    floor = rank(values[size_t(out.front())]);
+  }
+  std::sort(out.begin(), out.end(), above);
+}
 
 Rng::Rng(uint64_t seed) {
   for (auto& s : s_) s = splitmix64(seed);
@@ -180,6 +204,17 @@ const std::vector<float>& Sampler::last_logprobs() {
     logprobs_valid_ = true;
   }
   return logprobs_;
+}
+
+float Sampler::logprob(int32_t id) { return logits_[size_t(id)] - log_normalizer(); }
+
+std::vector<std::pair<int32_t, float>> Sampler::top_logprobs(size_t k) {
+  top_k_indices(logits_, k, top_);
+  std::vector<std::pair<int32_t, float>> out;
+  out.reserve(top_.size());
+  const float log_sum = log_normalizer();
+  for (int32_t id : top_) out.emplace_back(id, logits_[size_t(id)] - log_sum);
+  return out;
 }
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -24,6 +25,10 @@ class Rng {
   uint64_t s_[4];
 };
 
+// The indices of the k largest `values`, largest first (ties: lower index first; NaN ranks below everything).
+// O(n log k) with a k-element heap and no n-sized allocation; `out` is reused.
+void top_k_indices(std::span<const float> values, size_t k, std::vector<int32_t>& out);
+
 struct SampledToken {
   int32_t id = -1;
   float logprob = 0.0f;  // log-probability under the distribution actually sampled from (after temperature)
@@ -38,6 +43,11 @@ class Sampler {
 
   // Log-softmax of the last penalized, temperature-scaled logits (for logprobs / top_logprobs).
   const std::vector<float>& last_logprobs();
+  // One entry of last_logprobs() without materializing the vocabulary-sized vector.
+  float logprob(int32_t id);
+  // The k most likely tokens of the last distribution, most likely first (ties: lower id first), with their
+  // log-probabilities: a k-element selection, not a sort of the vocabulary.
+  std::vector<std::pair<int32_t, float>> top_logprobs(size_t k);
 
  private:
   void apply_penalties(std::span<const int32_t> history);
@@ -52,6 +62,7 @@ class Sampler {
   bool logprobs_valid_ = false;
   float log_normalizer_ = 0.0f;
   bool log_normalizer_valid_ = false;
+  std::vector<int32_t> top_;
   std::unordered_map<int32_t, int32_t> counts_;
 };
 

@@ -1,9 +1,12 @@
 // Sampler and stop strings: each truncation rule, the penalties, seeding, and the empirical distribution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <random>
 
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
@@ -155,7 +158,7 @@ TEST(Sampler, TinyTemperaturesAreGreedy) {
   EXPECT_FALSE(plain(1e-4f).is_greedy());
   Sampler cold(plain(1e-4f));  // the smallest sampled temperature: 1/T finite, the maximum almost surely
   EXPECT_EQ(cold.sample(logits, {}).id, 1);
-  EXPECT_TRUE(std::isfinite(cold.last_logprobs()[1]));
+  EXPECT_TRUE(std::isfinite(cold.logprob(1)));
 }
 
 // NaN is never drawn, +inf beats every finite logit, and nothing is undefined when all are NaN (the engine ends
@@ -179,6 +182,49 @@ TEST(Sampler, NonFiniteLogitsNeverMakeTheDrawUndefined) {
   Sampler s(plain(1.0f));
   s.sample(std::vector<float>{nan, 2.0f, -inf, 1.0f}, {});
   for (float lp : s.last_logprobs()) EXPECT_FALSE(std::isnan(lp));
+  EXPECT_EQ(s.top_logprobs(4).front().first, 1);
+}
+
+TEST(Sampler, TopKIndicesMatchAFullSort) {
+  std::mt19937 rng(7);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> v(size_t(1 + rng() % 300));
+    for (float& x : v) {
+      const uint32_t r = rng() % 40;
+      x = r == 0 ? nan : r == 1 ? inf : r == 2 ? -inf : float(int(rng() % 16) - 8);  // many ties
+    }
+    std::vector<int32_t> order(v.size());
+    std::iota(order.begin(), order.end(), 0);
+    auto key = [&](int32_t i) { return std::isnan(v[size_t(i)]) ? -inf : v[size_t(i)]; };
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return key(a) > key(b); });
+    std::vector<int32_t> got;
+    for (const size_t k : {size_t(0), size_t(1), size_t(5), size_t(20), v.size(), v.size() + 3}) {
+      top_k_indices(v, k, got);
+      const size_t n = std::min(k, v.size());
+      EXPECT_EQ(got, std::vector<int32_t>(order.begin(), order.begin() + ptrdiff_t(n))) << trial << " k=" << k;
+    }
+  }
+}
+
+TEST(Sampler, TopLogprobsAreTheLargestEntriesOfTheLogSoftmax) {
+  SamplingParams p = plain(0.8f);
+  p.repetition_penalty = 1.3f;
+  Sampler s(p);
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = float((i * 7919) % 1000) / 100.0f;
+  const std::vector<int32_t> history{3, 999, 999};
+  s.sample(logits, history);
+  const std::vector<float> lp = s.last_logprobs();
+  const auto top = s.top_logprobs(20);
+  ASSERT_EQ(top.size(), 20u);
+  for (size_t i = 0; i < top.size(); ++i) {
+    EXPECT_EQ(top[i].second, lp[size_t(top[i].first)]);
+    if (i > 0) EXPECT_GE(top[i - 1].second, top[i].second);
+  }
+  const float kth = top.back().second;
+  EXPECT_EQ(std::count_if(lp.begin(), lp.end(), [&](float x) { return x > kth; }), 19);
+  EXPECT_EQ(s.logprob(42), lp[42]);
 }
 
 TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheStop) {
