@@ -229,6 +229,7 @@ void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& chil
     s.n_computed = parent.seq.n_computed;
     s.block_table = parent.seq.block_table;
     s.block_hashes = parent.seq.block_hashes;
+    s.prefix_seed = parent.seq.prefix_seed;
     s.n_cached_prompt_tokens = parent.seq.n_cached_prompt_tokens;
     s.ever_scheduled = true;
     for (int32_t block : s.block_table) blocks->share(block);
@@ -438,6 +439,7 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
   r->submitted = Clock::now();
   r->seq.priority = r->request.priority;
   r->seq.tokens = r->request.prompt;
+  r->seq.prefix_seed = r->request.cache_namespace;
   r->seq.n_prompt = n_prompt;
   r->seq.max_len = max_len;
   r->forks_pending = r->request.n - 1;

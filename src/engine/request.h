@@ -35,6 +35,10 @@ struct Request {
   int32_t top_logprobs = 0;     // how many alternatives to report per token (0..20)
   bool logprobs = false;        // report the sampled token's log-probability
   bool capture_logits = false;  // attach the raw logits row to each token event (tests, debugging)
+  // Prefix-cache namespace: cached KV blocks are shared only between requests with the same value, because the
+  // hash chain of a prompt's blocks starts from it (0: the common namespace). The server derives it from the
+  // tenant and `cache_salt`, so that what one tenant's prompts cached is invisible to another's.
+  uint64_t cache_namespace = 0;
   // Samples of the same prompt. The prompt is computed once; then the sequence forks into n sequences that
   // share its KV blocks (copy-on-write). Sample i uses seed + i. Each sample ends with its own Finished event.
   int32_t n = 1;

@@ -78,10 +78,11 @@ void BlockManager::share(int32_t block) {
   ++b.ref_count;
 }
 
-std::vector<int32_t> BlockManager::match_prefix(std::span<const int32_t> tokens, int64_t max_blocks) {
+std::vector<int32_t> BlockManager::match_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
+                                                BlockHash seed) {
   std::vector<int32_t> matched;
   if (!prefix_caching_) return matched;
-  BlockHash parent = 0;
+  BlockHash parent = seed;
   const int64_t n_full = std::min<int64_t>(int64_t(tokens.size()) / block_size_, max_blocks);
   for (int64_t i = 0; i < n_full; ++i) {
     const auto block_tokens = tokens.subspan(size_t(i * block_size_), size_t(block_size_));

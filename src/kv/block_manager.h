@@ -1,7 +1,8 @@
 // Who owns which KV block: reference counts, a free queue in eviction order, and the prefix cache.
 //
 // A full block is identified by the hash of its tokens chained with the previous block's hash, so equal
-// prefixes map to equal hash chains. Blocks whose reference count drops to zero keep their contents and
+// prefixes map to equal hash chains. The chain starts from a seed (0 by default): prefixes under different
+// seeds never share blocks, which keeps tenants' caches apart. Blocks whose reference count drops to zero keep their contents and
 // hash ("cached") and sit in the free queue; allocation takes the least recently freed block first, which
 // evicts the least recently used cached prefix. A later request with the same prefix revives such blocks
 // without recomputing them.
@@ -17,7 +18,8 @@ namespace tessera {
 
 using BlockHash = uint64_t;
 
-// Hash of one full block of tokens following the block whose hash is `parent` (0 for the first block).
+// Hash of one full block of tokens following the block whose hash is `parent` (the chain's seed for the first
+// block, 0 unless a namespace was given).
 BlockHash hash_block(BlockHash parent, std::span<const int32_t> tokens);
 
 class BlockManager {
@@ -39,9 +41,9 @@ class BlockManager {
   // Another holder of the same block (copy-on-write sharing).
   void share(int32_t block);
 
-  // The longest run of cached blocks matching the full blocks of `tokens`, each with a reference taken.
-  // At most `max_blocks` blocks are returned.
-  std::vector<int32_t> match_prefix(std::span<const int32_t> tokens, int64_t max_blocks);
+  // The longest run of cached blocks matching the full blocks of `tokens` under the hash chain that starts at
+  // `seed`, each with a reference taken. At most `max_blocks` blocks are returned.
+  std::vector<int32_t> match_prefix(std::span<const int32_t> tokens, int64_t max_blocks, BlockHash seed = 0);
   // Records that `block` holds the full block of `tokens` (block_size of them) after `parent`; returns its hash.
   BlockHash register_full_block(int32_t block, BlockHash parent, std::span<const int32_t> tokens);
 

@@ -96,9 +96,9 @@ bool Scheduler::admit(Sequence* seq, int64_t& budget, StepPlan& plan) {
   if (seq->n_computed == 0 && seq->block_table.empty()) {
     // Reuse cached full blocks of the prefix, always leaving at least one token to compute for logits.
     const auto max_blocks = (int64_t(seq->tokens.size()) - 1) / blocks_.block_size();
-    seq->block_table = blocks_.match_prefix(seq->tokens, max_blocks);
+    seq->block_table = blocks_.match_prefix(seq->tokens, max_blocks, seq->prefix_seed);
     seq->n_computed = int64_t(seq->block_table.size()) * blocks_.block_size();
-    BlockHash parent = 0;
+    BlockHash parent = seq->prefix_seed;
     for (size_t i = 0; i < seq->block_table.size(); ++i) {
       const auto block_tokens = std::span<const int32_t>(seq->tokens).subspan(i * size_t(blocks_.block_size()),
                                                                               size_t(blocks_.block_size()));
@@ -208,7 +208,7 @@ void Scheduler::on_computed(Sequence* seq, int64_t n_tokens) {
   const int64_t n_full = seq->n_computed / bs;
   while (int64_t(seq->block_hashes.size()) < n_full) {
     const size_t i = seq->block_hashes.size();
-    const BlockHash parent = i == 0 ? 0 : seq->block_hashes[i - 1];
+    const BlockHash parent = i == 0 ? seq->prefix_seed : seq->block_hashes[i - 1];
     const auto block_tokens = std::span<const int32_t>(seq->tokens).subspan(i * size_t(bs), size_t(bs));
     seq->block_hashes.push_back(blocks_.register_full_block(seq->block_table[i], parent, block_tokens));
   }

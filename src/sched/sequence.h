@@ -25,6 +25,7 @@ struct Sequence {
   int64_t n_computed = 0;      // tokens [0, n_computed) have K/V in the cache
   std::vector<int32_t> block_table;
   std::vector<BlockHash> block_hashes;  // hashes of the leading full blocks registered in the prefix cache
+  BlockHash prefix_seed = 0;            // the hash chain of its blocks starts here (Request::cache_namespace)
   SeqStatus status = SeqStatus::Waiting;
   int32_t n_preemptions = 0;
   int64_t n_cached_prompt_tokens = 0;   // from the prefix cache at first admission

@@ -82,6 +82,26 @@ TEST(BlockManager, MatchRespectsTheBlockLimitAndHashChain) {
   EXPECT_TRUE(bm.match_prefix(shifted, 10).empty());
 }
 
+// Tenants' prompts hash under different seeds: the same tokens cached under one seed never match under another.
+TEST(BlockManager, SeedsSeparateHashChains) {
+  BlockManager bm(8, 4, true);
+  const auto t = iota_tokens(8);
+  const BlockHash tenant_a = 0x1234, tenant_b = 0x5678;
+  std::vector<int32_t> ids;
+  BlockHash parent = tenant_a;
+  for (int i = 0; i < 2; ++i) {
+    ids.push_back(*bm.allocate());
+    parent = bm.register_full_block(ids.back(), parent, std::span(t).subspan(size_t(i) * 4, 4));
+  }
+  for (int32_t id : ids) bm.release(id);
+  EXPECT_TRUE(bm.match_prefix(t, 10, tenant_b).empty());
+  EXPECT_TRUE(bm.match_prefix(t, 10).empty());
+  const auto same = bm.match_prefix(t, 10, tenant_a);
+  EXPECT_EQ(same, ids);
+  for (int32_t id : same) bm.release(id);
+  EXPECT_NE(hash_block(tenant_a, std::span(t).subspan(0, 4)), hash_block(tenant_b, std::span(t).subspan(0, 4)));
+}
+
 TEST(BlockManager, DisabledCacheNeverMatches) {
   BlockManager bm(4, 2, false);
   const auto t = iota_tokens(4);

@@ -254,6 +254,33 @@ TEST(Engine, PrefixCacheComputesOnlyTheNewTokens) {
   expect_no_leaks(engine);
 }
 
+// Requests in different cache namespaces (tenants) share no prefix blocks; the same namespace does.
+TEST(Engine, PrefixCacheNamespacesShareNothing) {
+  EngineOptions o = small_options();
+  o.kv_block_size = 16;
+  Engine engine(model(), o);
+  std::string prefix;
+  for (int i = 0; i < 8; ++i) prefix += "Lily and Ben went to the park to play. ";
+  auto run = [&](uint64_t ns, const std::string& tail) {
+    Request r = greedy_request(prefix + tail, 4);
+    r.cache_namespace = ns;
+    Collector c;
+    engine.submit(r, c.callback());
+    const Outcome out = c.wait();
+    EXPECT_TRUE(engine.wait_idle(std::chrono::seconds(10)));
+    return out;
+  };
+  const Outcome first = run(7, "Then");
+  EXPECT_EQ(first.stats.n_cached_prompt_tokens, 0);
+  const Outcome other_tenant = run(8, "Then the dog");
+  EXPECT_EQ(other_tenant.stats.n_cached_prompt_tokens, 0);
+  EXPECT_EQ(run(0, "Then a cat").stats.n_cached_prompt_tokens, 0);
+  const Outcome same_tenant = run(7, "Then the cat");
+  EXPECT_GT(same_tenant.stats.n_cached_prompt_tokens, 0);
+  EXPECT_EQ(other_tenant.tokens, run_alone(greedy_request(prefix + "Then the dog", 4)).tokens);
+  expect_no_leaks(engine);
+}
+
 TEST(Engine, RequestThatCanNeverFitIsRejected) {
   EngineOptions o = small_options();
   o.kv_blocks = 4;
