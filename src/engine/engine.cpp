@@ -5,7 +5,6 @@
 #include <cmath>
 #include <random>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -79,7 +78,10 @@ struct Engine::Impl {
   void fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children);
   void send_finished(ActiveRequest& r, FinishReason reason, const std::string& error, int32_t index);
   void publish_stats();
-  void admit_inbox();  // moves submitted requests to the scheduler; caller holds `mutex`
+  // Applies the submits and cancels made since the last step, in the order they were made.
+  void apply_commands();
+  void admit(std::unique_ptr<ActiveRequest> r);
+  void cancel_now(uint64_t request_id, FinishReason reason);
 
   std::shared_ptr<const Model> model;
   EngineOptions options;
@@ -101,8 +103,14 @@ struct Engine::Impl {
   mutable std::mutex mutex;
   std::condition_variable wake;
   std::condition_variable idle;
-  std::vector<std::unique_ptr<ActiveRequest>> inbox;
-  std::unordered_set<uint64_t> cancels;
+  // Submits and cancels, in the order they were made: one queue, so a cancel never overtakes its submit (a
+  // cancel set swapped after the submitted requests were admitted lost a cancel that came in between).
+  struct Command {
+    std::unique_ptr<ActiveRequest> submit;  // null: cancel `cancel_id`
+    uint64_t cancel_id = 0;
+  };
+  std::vector<Command> commands;
+  size_t n_queued_submits = 0;  // submits among `commands`
   uint64_t next_id = 1;
   size_t n_live = 0;  // samples submitted and not finished
   // True when the last published snapshot was taken with nothing live: wait_idle() waits for this, not just for
@@ -281,40 +289,46 @@ void Engine::Impl::publish_stats() {
   for (const Sequence* seq : scheduler->running()) held += seq->n_computed;
   s.kv_tokens_held = held;
   std::lock_guard lock(mutex);
-  s.n_waiting += int64_t(inbox.size());
+  s.n_waiting += int64_t(n_queued_submits);
   snapshot = s;
   idle_published = n_live == 0;
   if (idle_published) idle.notify_all();
 }
 
-void Engine::Impl::admit_inbox() {
-  for (auto& r : inbox) {
-    r->seq.arrival = ++arrival_counter;
-    r->seq.id = next_seq_id++;
-    scheduler->add(&r->seq, r->submitted);
-    const uint64_t id = r->seq.id;
-    active.emplace(id, std::move(r));
+void Engine::Impl::admit(std::unique_ptr<ActiveRequest> r) {
+  r->seq.arrival = ++arrival_counter;
+  r->seq.id = next_seq_id++;
+  scheduler->add(&r->seq, r->submitted);
+  const uint64_t id = r->seq.id;
+  active.emplace(id, std::move(r));
+}
+
+void Engine::Impl::cancel_now(uint64_t request_id, FinishReason reason) {
+  std::vector<ActiveRequest*> samples;
+  for (auto& [id, r] : active)
+    if (r->request_id == request_id) samples.push_back(r.get());
+  for (ActiveRequest* r : samples) finish(*r, reason);
+}
+
+void Engine::Impl::apply_commands() {
+  std::vector<Command> todo;
+  {
+    std::lock_guard lock(mutex);
+    todo.swap(commands);
+    n_queued_submits = 0;
   }
-  inbox.clear();
+  for (Command& c : todo) {
+    if (c.submit) admit(std::move(c.submit));
+    else cancel_now(c.cancel_id, FinishReason::Cancelled);
+  }
 }
 
 bool Engine::Impl::step() {
   const auto now = Clock::now();
-  {
-    std::lock_guard lock(mutex);
-    admit_inbox();
-  }
-  std::unordered_set<uint64_t> to_cancel;
-  {
-    std::lock_guard lock(mutex);
-    to_cancel.swap(cancels);
-  }
-  std::vector<ActiveRequest*> expired, cancelled;
-  for (auto& [id, r] : active) {
-    if (to_cancel.count(r->request_id)) cancelled.push_back(r.get());
-    else if (r->request.deadline && *r->request.deadline <= now) expired.push_back(r.get());
-  }
-  for (ActiveRequest* r : cancelled) finish(*r, FinishReason::Cancelled);
+  apply_commands();
+  std::vector<ActiveRequest*> expired;
+  for (auto& [id, r] : active)
+    if (r->request.deadline && *r->request.deadline <= now) expired.push_back(r.get());
   for (ActiveRequest* r : expired) finish(*r, FinishReason::Timeout);
 
   StepPlan plan = scheduler->schedule(now);
@@ -391,7 +405,7 @@ void Engine::Impl::loop() {
       if (r->request.deadline) until = std::min(until, *r->request.deadline);
     }
     std::unique_lock lock(mutex);
-    auto ready = [&] { return stopping || !inbox.empty() || !cancels.empty(); };
+    auto ready = [&] { return stopping || !commands.empty(); };
     if (until == Clock::time_point::max()) {
       wake.wait(lock, ready);
     } else {
@@ -399,10 +413,7 @@ void Engine::Impl::loop() {
     }
   }
   // Shutdown: whatever is left ends as cancelled, so every caller gets its Finished event.
-  {
-    std::lock_guard lock(mutex);
-    admit_inbox();
-  }
+  apply_commands();
   std::vector<ActiveRequest*> left;
   for (auto& [id, r] : active) left.push_back(r.get());
   for (ActiveRequest* r : left) finish(*r, FinishReason::Cancelled, "the engine is shutting down");
@@ -464,7 +475,8 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
     }
     m.n_live += size_t(r->request.n);
     m.idle_published = false;
-    m.inbox.push_back(std::move(r));
+    m.commands.push_back({std::move(r), 0});
+    ++m.n_queued_submits;
   }
   m.wake.notify_one();
   return id;
@@ -473,7 +485,7 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
 void Engine::cancel(uint64_t request_id) {
   {
     std::lock_guard lock(impl_->mutex);
-    impl_->cancels.insert(request_id);
+    impl_->commands.push_back({nullptr, request_id});
   }
   impl_->wake.notify_one();
 }

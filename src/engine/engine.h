@@ -82,7 +82,7 @@ class Engine {
   // range, prompt + max_tokens beyond n_ctx, more KV blocks than the whole pool, invalid sampling parameters.
   uint64_t submit(Request request, EventCallback on_event);
   // Ends a request at the next step with FinishReason::Cancelled; its KV blocks are freed then. Unknown or
-  // finished ids are ignored.
+  // finished ids are ignored. Submits and cancels take effect in the order they were made.
   void cancel(uint64_t request_id);
 
   EngineStats stats() const;

@@ -312,6 +312,32 @@ TEST(Engine, CancelEndsTheRequestAndFreesItsBlocks) {
   expect_no_leaks(engine);
 }
 
+// A cancel made right after its submit always wins, whatever the step loop is doing in between: submits and
+// cancels are one ordered queue (a separate cancel set, swapped after the submits were admitted, dropped a cancel
+// whose submit landed between the two).
+TEST(Engine, ACancelRightAfterItsSubmitIsNeverLost) {
+  Engine engine(model(), small_options());
+  Collector busy;  // keeps the loop stepping throughout
+  Request long_running = greedy_request("Once upon a time", 480);
+  long_running.sampling.ignore_eos = true;
+  const uint64_t busy_id = engine.submit(long_running, busy.callback());
+  std::vector<std::unique_ptr<Collector>> collectors;
+  for (int i = 0; i < 300; ++i) {
+    collectors.push_back(std::make_unique<Collector>());
+    Request r = greedy_request(i % 2 ? "Tom had a red ball" : "One day", 400);
+    r.sampling.ignore_eos = true;
+    engine.cancel(engine.submit(r, collectors.back()->callback()));
+  }
+  for (auto& c : collectors) {
+    const Outcome out = c->wait();
+    EXPECT_EQ(out.reason, FinishReason::Cancelled);
+    EXPECT_LT(out.tokens.size(), 400u);
+  }
+  engine.cancel(busy_id);
+  busy.wait();
+  expect_no_leaks(engine);
+}
+
 TEST(Engine, DeadlineEndsWithTimeout) {
   Engine engine(model(), small_options());
   Collector c;
