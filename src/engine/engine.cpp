@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <cstdio>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -56,6 +57,20 @@ struct ActiveRequest {
   int32_t forks_pending = 0;  // samples still to fork off once the prompt's logits exist
 };
 
+// A request's last event. A callback that throws here has nothing left to fail: the throw is reported and
+// dropped, never allowed to unwind the step loop.
+void deliver_finished(ActiveRequest& r, const StreamEvent& ev) {
+  try {
+    r.on_event(ev);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine: request %llu: its callback threw on the last event: %s\n",
+                 static_cast<unsigned long long>(r.request_id), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "engine: request %llu: its callback threw on the last event\n",
+                 static_cast<unsigned long long>(r.request_id));
+  }
+}
+
 SchedulingPolicy policy_for(BatchingMode mode) {
   switch (mode) {
     case BatchingMode::Static: return SchedulingPolicy::Static;
@@ -82,6 +97,10 @@ struct Engine::Impl {
   void apply_commands();
   void admit(std::unique_ptr<ActiveRequest> r);
   void cancel_now(uint64_t request_id, FinishReason reason);
+  // Ends a request that threw (its callback, the sampler, the decoder) with FinishReason::Error; the others go on.
+  void fail_request(uint64_t seq_id, const char* what);
+  void fail_all(const char* what);
+  void stop();
 
   std::shared_ptr<const Model> model;
   EngineOptions options;
@@ -119,6 +138,7 @@ struct Engine::Impl {
   bool stopping = false;
   EngineStats snapshot;
   std::function<void(const StepStats&)> observer;
+  std::mutex join_mutex;  // stop() may be called from several threads
   std::thread thread;
 };
 
@@ -167,14 +187,7 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
   thread = std::thread([this] { loop(); });
 }
 
-Engine::Impl::~Impl() {
-  {
-    std::lock_guard lock(mutex);
-    stopping = true;
-  }
-  wake.notify_all();
-  thread.join();
-}
+Engine::Impl::~Impl() { stop(); }
 
 void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string error) {
   scheduler->remove(&r.seq);
@@ -197,7 +210,7 @@ void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string err
   s.queue_seconds = r.seq.ever_scheduled ? seconds_between(r.submitted, r.first_scheduled) : seconds_between(r.submitted, now);
   s.time_to_first_token_seconds = r.n_generated > 0 ? seconds_between(r.submitted, r.first_token) : 0.0;
   s.e2e_seconds = seconds_between(r.submitted, now);
-  r.on_event(ev);
+  deliver_finished(r, ev);
   // Samples that were never forked (the request ended before its prompt was computed) end the same way.
   for (int32_t i = 1; i <= r.forks_pending; ++i) send_finished(r, reason, error, r.index + i);
   const int64_t n_ended = 1 + r.forks_pending;
@@ -215,7 +228,7 @@ void Engine::Impl::send_finished(ActiveRequest& r, FinishReason reason, const st
   ev.error = error;
   ev.stats.n_prompt_tokens = r.seq.n_prompt;
   ev.stats.e2e_seconds = seconds_between(r.submitted, Clock::now());
-  r.on_event(ev);
+  deliver_finished(r, ev);
 }
 
 void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children) {
@@ -323,6 +336,10 @@ void Engine::Impl::apply_commands() {
   }
 }
 
+void Engine::Impl::fail_request(uint64_t seq_id, const char* what) {
+  if (auto it = active.find(seq_id); it != active.end()) finish(*it->second, FinishReason::Error, what);
+}
+
 bool Engine::Impl::step() {
   const auto now = Clock::now();
   apply_commands();
@@ -353,7 +370,17 @@ bool Engine::Impl::step() {
     (seq->n_computed >= seq->n_prompt ? n_decode : n_prefill) += chunk.n_tokens;
   }
   const auto step_start = Clock::now();
-  const std::span<const float> logits = forward->run(batch);
+  std::span<const float> logits;
+  try {
+    logits = forward->run(batch);
+  } catch (const std::exception& e) {
+    // Nothing of this step is usable: its requests fail, everyone else goes on.
+    std::vector<uint64_t> ids;
+    for (const ScheduledChunk& chunk : plan.chunks) ids.push_back(chunk.seq->id);
+    for (uint64_t id : ids) fail_request(id, e.what());
+    publish_stats();
+    return true;
+  }
   const int64_t n_vocab = model->config().n_vocab;
   counters.n_computed_tokens += uint64_t(batch.size());
   ++counters.n_steps;
@@ -368,11 +395,22 @@ bool Engine::Impl::step() {
       finish(r, FinishReason::Error, "non-finite logits");
       continue;
     }
+    // A throw from one request's sampling, decoding or callback ends that request, not the engine.
     std::vector<ActiveRequest*> samples{&r};
-    if (r.forks_pending > 0) fork(r, samples);
+    try {
+      if (r.forks_pending > 0) fork(r, samples);
+    } catch (const std::exception& e) {
+      fail_request(chunk.seq->id, e.what());
+      continue;
+    }
     for (ActiveRequest* sample : samples) {
-      const SampledToken t = sample->sampler.sample(row_logits, sample->seq.tokens);
-      emit_token(*sample, t.id, row_logits);
+      const uint64_t seq_id = sample->seq.id;
+      try {
+        const SampledToken t = sample->sampler.sample(row_logits, sample->seq.tokens);
+        emit_token(*sample, t.id, row_logits);
+      } catch (const std::exception& e) {
+        fail_request(seq_id, e.what());
+      }
     }
   }
 
@@ -398,7 +436,15 @@ void Engine::Impl::loop() {
       std::lock_guard lock(mutex);
       if (stopping) break;
     }
-    if (step()) continue;
+    try {
+      if (step()) continue;
+    } catch (const std::exception& e) {
+      // A failure no single request owns (the scheduler, the cache): the requests in flight end with an error
+      // and the engine goes on empty, rather than taking the process down.
+      std::fprintf(stderr, "engine: step failed: %s\n", e.what());
+      fail_all(e.what());
+      continue;
+    }
     // Nothing ran: sleep until new work, a cancel, a batching window closing or the nearest deadline.
     auto until = scheduler->wake_deadline();
     for (const auto& [id, r] : active) {
@@ -418,6 +464,22 @@ void Engine::Impl::loop() {
   for (auto& [id, r] : active) left.push_back(r.get());
   for (ActiveRequest* r : left) finish(*r, FinishReason::Cancelled, "the engine is shutting down");
   publish_stats();
+}
+
+void Engine::Impl::fail_all(const char* what) {
+  std::vector<uint64_t> ids;
+  for (auto& [id, r] : active) ids.push_back(id);
+  for (uint64_t id : ids) fail_request(id, what);
+}
+
+void Engine::Impl::stop() {
+  {
+    std::lock_guard lock(mutex);
+    stopping = true;
+  }
+  wake.notify_all();
+  std::lock_guard lock(join_mutex);
+  if (thread.joinable()) thread.join();
 }
 
 Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
@@ -457,7 +519,7 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
   uint64_t id;
   {
     std::lock_guard lock(m.mutex);
-    if (m.stopping) fail("the engine is shutting down");
+    if (m.stopping) throw EngineUnavailable("the engine is shutting down");
     id = m.next_id++;
     r->request_id = id;
     if (r->request.sampling.max_tokens == 0) {
@@ -489,6 +551,8 @@ void Engine::cancel(uint64_t request_id) {
   }
   impl_->wake.notify_one();
 }
+
+void Engine::stop() { impl_->stop(); }
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(impl_->mutex);

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "core/error.h"
 #include "engine/request.h"
 #include "kernels/attention.h"
 #include "model/model.h"
@@ -70,6 +71,12 @@ struct StepStats {
   double seconds = 0.0;
 };
 
+// Thrown by Engine::submit when the engine no longer takes requests (it is stopping): not the request's fault.
+class EngineUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
 class Engine {
  public:
   Engine(std::shared_ptr<const Model> model, EngineOptions options);
@@ -79,11 +86,16 @@ class Engine {
 
   // Queues a request. Returns its id; `on_event` later receives its tokens and exactly one Finished event.
   // Throws tessera::Error (nothing queued) when the request can never run: empty prompt, token id out of
-  // range, prompt + max_tokens beyond n_ctx, more KV blocks than the whole pool, invalid sampling parameters.
+  // range, prompt + max_tokens beyond n_ctx, more KV blocks than the whole pool, invalid sampling parameters;
+  // EngineUnavailable once stop() was called. A callback that throws ends its own request with
+  // FinishReason::Error (a throw on the Finished event is reported and dropped); the engine goes on.
   uint64_t submit(Request request, EventCallback on_event);
   // Ends a request at the next step with FinishReason::Cancelled; its KV blocks are freed then. Unknown or
   // finished ids are ignored. Submits and cancels take effect in the order they were made.
   void cancel(uint64_t request_id);
+  // Stops the step loop and waits for it: what is queued or running ends Cancelled ("the engine is shutting
+  // down"), and later submits throw EngineUnavailable. Idempotent; the destructor calls it.
+  void stop();
 
   EngineStats stats() const;
   void set_step_observer(std::function<void(const StepStats&)> observer);

@@ -338,6 +338,44 @@ TEST(Engine, ACancelRightAfterItsSubmitIsNeverLost) {
   expect_no_leaks(engine);
 }
 
+// A request whose callback throws ends with FinishReason::Error; the engine, and every other request, go on.
+TEST(Engine, ACallbackThatThrowsEndsOnlyItsRequest) {
+  Engine engine(model(), small_options());
+  std::promise<StreamEvent> finished;
+  auto throwing = [&finished, n = 0](const StreamEvent& ev) mutable {
+    if (ev.kind == StreamEvent::Kind::Finished) {
+      finished.set_value(ev);
+      throw std::runtime_error("the last event throws too");  // reported and dropped
+    }
+    if (++n == 3) throw std::runtime_error("handler bug");
+  };
+  Collector good;
+  engine.submit(greedy_request("Once upon a time", 40), throwing);
+  engine.submit(greedy_request("Once upon a time", 40), good.callback());
+  const StreamEvent ev = finished.get_future().get();
+  EXPECT_EQ(ev.finish_reason, FinishReason::Error);
+  EXPECT_EQ(ev.error, "handler bug");
+  const Outcome out = good.wait();
+  EXPECT_EQ(out.reason, FinishReason::Length);
+  EXPECT_EQ(out.tokens, run_alone(greedy_request("Once upon a time", 40)).tokens);
+  expect_no_leaks(engine);
+}
+
+// stop(): what runs ends Cancelled, and a later submit is refused as EngineUnavailable (a 503 for the server,
+// not the request's fault).
+TEST(Engine, StopEndsWhatRunsAndRefusesNewRequests) {
+  Engine engine(model(), small_options());
+  Collector c;
+  Request r = greedy_request("Once upon a time", 480);
+  r.sampling.ignore_eos = true;
+  engine.submit(r, c.callback());
+  engine.stop();
+  const Outcome out = c.wait();
+  EXPECT_EQ(out.reason, FinishReason::Cancelled);
+  EXPECT_THROW(engine.submit(greedy_request("Once", 4), [](const StreamEvent&) {}), EngineUnavailable);
+  engine.stop();  // idempotent
+}
+
 TEST(Engine, DeadlineEndsWithTimeout) {
   Engine engine(model(), small_options());
   Collector c;
