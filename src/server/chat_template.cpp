@@ -1,8 +1,6 @@
 // Chat prompts through the chat-template interpreter, and special-token-aware encoding.
 #include "server/chat_template.h"
 
-#include <algorithm>
-
 #include "server/errors.h"
 #include "tokenizer/tokenizer.h"
 
@@ -59,11 +57,11 @@ SpecialTokenEncoder::SpecialTokenEncoder(const Tokenizer& tokenizer) : tokenizer
   const Vocab& vocab = tokenizer.vocab();
   for (size_t i = 0; i < vocab.tokens.size(); ++i) {
     const TokenKind kind = vocab.kinds[i];
-    if ((kind == TokenKind::Control || kind == TokenKind::UserDefined) && vocab.tokens[i].size() > 1)
-      specials_.emplace_back(vocab.tokens[i], int32_t(i));
+    const std::string& piece = vocab.tokens[i];
+    if ((kind == TokenKind::Control || kind == TokenKind::UserDefined) && piece.size() > 1 &&
+        (piece[0] == '<' || piece[0] == '['))
+      specials_.add(piece, int32_t(i), /*control=*/false);
   }
-  std::sort(specials_.begin(), specials_.end(),
-            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 }
 
 std::vector<int32_t> SpecialTokenEncoder::encode(std::string_view text, bool add_bos) const {
@@ -81,20 +79,15 @@ std::vector<int32_t> SpecialTokenEncoder::encode(std::string_view text, bool add
     }
   };
   while (pos < text.size()) {
-    bool matched = false;
-    if (text[pos] == '<' || text[pos] == '[') {
-      for (const auto& [piece, id] : specials_) {
-        if (text.compare(pos, piece.size(), piece) == 0) {
-          flush_plain(pos);
-          out.push_back(id);
-          pos += piece.size();
-          plain_start = pos;
-          matched = true;
-          break;
-        }
-      }
+    const SpecialTokenTrie::Match match = specials_.longest_match(text, pos, /*with_control=*/true);
+    if (match.id < 0) {
+      ++pos;
+      continue;
     }
-    if (!matched) ++pos;
+    flush_plain(pos);
+    out.push_back(match.id);
+    pos += match.length;
+    plain_start = pos;
   }
   flush_plain(text.size());
   return out;

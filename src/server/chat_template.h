@@ -24,6 +24,7 @@
 
 #include "chat/template.h"
 #include "server/openai_json.h"
+#include "tokenizer/special_token_trie.h"
 
 namespace tessera {
 class Tokenizer;
@@ -52,8 +53,9 @@ class ChatTemplate {
   std::string fallback_bos_;   // the BOS piece when the vocabulary adds BOS, else empty
 };
 
-// Encodes rendered chat text, mapping the vocabulary's control and user-defined tokens spelled in it to their
-// ids and tokenizing the text between them. Holds a reference to the tokenizer.
+// Encodes rendered chat text, mapping the vocabulary's control and user-defined tokens spelled in it (those of
+// two or more bytes starting with '<' or '[', where chat formats put them) to their ids and tokenizing the text
+// between them. Linear in the text: one trie walk per position. Holds a reference to the tokenizer.
 class SpecialTokenEncoder {
  public:
   explicit SpecialTokenEncoder(const Tokenizer& tokenizer);
@@ -62,7 +64,7 @@ class SpecialTokenEncoder {
 
  private:
   const Tokenizer& tokenizer_;
-  std::vector<std::pair<std::string, int32_t>> specials_;  // longest first: "<|im_start|>" before "<|im"
+  SpecialTokenTrie specials_;  // longest match: "<|im_start|>" before "<|im"
 };
 
 }  // namespace tessera::server

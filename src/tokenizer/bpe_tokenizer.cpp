@@ -168,12 +168,8 @@ BpeTokenizer::BpeTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
 
   for (size_t id = 0; id < n_vocab; ++id) {
     const TokenKind kind = vocab_.kinds[id];
-    if ((kind == TokenKind::Control || kind == TokenKind::UserDefined) && !vocab_.tokens[id].empty())
-      specials_by_byte_[static_cast<uint8_t>(vocab_.tokens[id][0])].push_back(static_cast<int32_t>(id));
-  }
-  for (auto& ids : specials_by_byte_) {
-    std::stable_sort(ids.begin(), ids.end(),
-                     [&](int32_t a, int32_t b) { return vocab_.tokens[a].size() > vocab_.tokens[b].size(); });
+    if (kind == TokenKind::Control || kind == TokenKind::UserDefined)
+      specials_.add(vocab_.tokens[id], static_cast<int32_t>(id), kind == TokenKind::Control);
   }
 
   init_eog_ids(vocab_);
@@ -192,22 +188,14 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos, b
   // Leftmost-longest match of added tokens, as Hugging Face's added-token splitter does.
   size_t plain_start = 0;
   for (size_t pos = 0; pos < text.size();) {
-    const auto& candidates = specials_by_byte_[static_cast<uint8_t>(text[pos])];
-    int32_t match = -1;
-    for (const int32_t id : candidates) {
-      if (!parse_special && vocab_.kinds[id] == TokenKind::Control) continue;
-      if (text.substr(pos, vocab_.tokens[id].size()) == vocab_.tokens[id]) {
-        match = id;
-        break;
-      }
-    }
-    if (match < 0) {
+    const SpecialTokenTrie::Match match = specials_.longest_match(text, pos, parse_special);
+    if (match.id < 0) {
       ++pos;
       continue;
     }
     encode_plain(text.substr(plain_start, pos - plain_start), out);
-    out.push_back(match);
-    pos += vocab_.tokens[match].size();
+    out.push_back(match.id);
+    pos += match.length;
     plain_start = pos;
   }
   encode_plain(text.substr(plain_start), out);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/special_token_trie.h"
 #include "tokenizer/token_map.h"
 #include "tokenizer/tokenizer.h"
 
@@ -80,9 +81,9 @@ class BpeTokenizer final : public Tokenizer {
   std::array<int32_t, 256> byte_ids_{};     // the one-character token of each byte; -1 when missing
   std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
   std::vector<std::string> pieces_;         // [n_vocab] what token_piece returns
-  // Added tokens (user-defined: always cut out of the text; control: only with parse_special), by first byte,
-  // longest first so that one never splits a longer one it is a prefix of.
-  std::array<std::vector<int32_t>, 256> specials_by_byte_;
+  // Added tokens (user-defined: always cut out of the text; control: only with parse_special); the longest
+  // one wins, so that one never splits a longer one it is a prefix of.
+  SpecialTokenTrie specials_;
   WordCache cache_;
 };
 
