@@ -14,7 +14,7 @@ namespace tessera {
 namespace {
 
 struct QuantizeCliOptions {
-  std::string input, output, type, calibration, method = "rtn";
+  std::string input, output, type, calibration, method;  // method empty: chosen from the type and calibration
   int64_t group = 32, samples = 8, sample_tokens = 256;
   bool quantize_output = false, quiet = false, no_clip = false;
 };
@@ -42,11 +42,24 @@ class ProgressBar {
   std::string last_stage_;
 };
 
-int run_quantize(const QuantizeCliOptions& c) {
+// Without --method: GPTQ when a calibration text is given for INT4 (the text would otherwise be ignored in
+// silence), RTN without one. A calibration text for a type no calibrated method applies to is refused.
+std::string default_method(const QuantizeCliOptions& c, quant::WeightFormat format) {
+  if (c.calibration.empty()) return "rtn";
+  if (format != quant::WeightFormat::Int4) {
+    fail("--calibration is used by --method awq or gptq, which apply to --type int4 only; drop it for --type {}",
+         c.type);
+  }
+  std::fprintf(stderr, "note: --calibration without --method: quantizing with GPTQ (--method awq or rtn to choose)\n");
+  return "gptq";
+}
+
+int run_quantize(QuantizeCliOptions c) {
   quant::QuantizeOptions o;
   const auto format = quant::weight_format_from_name(c.type);
   if (!format) fail("unknown --type '{}' (int8, fp8, int4, q8_0, q4_0, q4_k, q6_k)", c.type);
   o.format = *format;
+  if (c.method.empty()) c.method = default_method(c, o.format);
   const auto method = quant::method_from_name(c.method);
   if (!method) fail("unknown --method '{}' (rtn, awq, gptq)", c.method);
   o.method = *method;
@@ -110,7 +123,8 @@ void add_quantize_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--calibration", o->calibration, "calibration text file (AWQ, GPTQ)");
   cmd->add_option("--samples", o->samples, "calibration windows")->default_val(8);
   cmd->add_option("--sample-tokens", o->sample_tokens, "tokens per calibration window")->default_val(256);
-  cmd->add_option("--method", o->method, "rtn, awq or gptq (INT4)")->default_val("rtn");
+  cmd->add_option("--method", o->method,
+                  "rtn, awq or gptq (INT4). Default: gptq when --calibration is given (INT4 only), else rtn");
   cmd->add_flag("--no-clip", o->no_clip, "AWQ: scale search only, no per-group clipping search");
   cmd->add_flag("--quantize-output", o->quantize_output, "also quantize the output projection");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress output");

@@ -125,6 +125,25 @@ TEST(Cli, KvCacheLargerThanMemoryIsRefused) {
                      "and the KV cache for --kv-blocks 100000000000");
 }
 
+// Regression: a calibration text without --method was ignored in silence (RTN). For INT4 it now picks GPTQ and
+// says so; for a type no calibrated method applies to it is refused.
+TEST(Cli, QuantizeWithACalibrationTextDefaultsToGptq) {
+  const std::string text = shared_path("corpus/stories260K-samples.txt");
+  const std::string out = (std::filesystem::temp_directory_path() / ("q4_default_" + std::to_string(::getpid()) + ".gguf")).string();
+  const CommandResult r = run_tessera("quantize -q --type int4 --calibration " + text + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("int4 (gptq, group 32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("--calibration without --method: quantizing with GPTQ"), std::string::npos) << r.err;
+  EXPECT_NE(run_tessera("info -m " + out).out.find("\"gptq\""), std::string::npos);
+  const CommandResult rtn = run_tessera("quantize -q --type int4 -o " + out);
+  EXPECT_NE(rtn.out.find("int4 (rtn, group 32)"), std::string::npos) << rtn.out + rtn.err;
+  std::filesystem::remove(out);
+  expect_clean_error(run_tessera("quantize -q --type int8 --calibration " + text + " -o " + out),
+                     "--calibration is used by --method awq or gptq, which apply to --type int4 only");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_NE(run_tessera("quantize --help").out.find("Default: gptq when --calibration is given"), std::string::npos);
+}
+
 TEST(Cli, ConvertRejectsAGarbageCheckpoint) {
   const std::string garbage = write_temp("garbage.bin", std::string(64, '\x7f'));
   const std::string out = (std::filesystem::temp_directory_path() / "never_written.gguf").string();
