@@ -42,10 +42,34 @@ uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kMaxFloat = std::numeric_limits<float>::max();
 
-// NaN becomes -inf (never drawn) and +inf the largest float, so that logits compare as a strict weak order and
-// exp(l - max) stays finite. Branch-free, so the loops it sits in still vectorize.
-inline float tame(float x) { return x != x ? kNegInf : x > kMaxFloat ? kMaxFloat : x; }
+// NaN ranks below everything: never drawn, never a top logprob.
 inline float rank(float x) { return x != x ? kNegInf : x; }
+
+// The first maximum, NaN never winning (an all-NaN row gives 0).
+int32_t argmax(std::span<const float> x) {
+  int32_t best = 0;
+  float best_value = kNegInf;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] > best_value) {
+      best_value = x[i];
+      best = int32_t(i);
+    }
+  }
+  return best;
+}
+
+// Scales by 1/T; NaN becomes -inf (never drawn) and +inf (given, or a huge logit over a small temperature) the
+// largest float, so that the candidate sort gets a strict weak order (NaN compares false with everything) and
+// exp(l - max) stays finite. One branch-free pass over the vocabulary per sampled token, as the plain scaling
+// was: sampler.cpp is compiled with -ftree-vectorize for it (CMakeLists.txt).
+void scale_and_tame(std::vector<float>& logits, float inv_t) {
+  float* x = logits.data();
+  const size_t n = logits.size();
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i] * inv_t;
+    x[i] = v == v ? (v < kMaxFloat ? v : kMaxFloat) : kNegInf;
+  }
+}
 }  // namespace
 
 void top_k_indices(std::span<const float> values, size_t k, std::vector<int32_t>& out) {
@@ -109,21 +133,17 @@ void Sampler::apply_penalties(std::span<const int32_t> history) {
 }
 
 SampledToken Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  logits_.resize(logits.size());
-  std::transform(logits.begin(), logits.end(), logits_.begin(), tame);
+  logits_.assign(logits.begin(), logits.end());
   logprobs_valid_ = log_normalizer_valid_ = false;
   apply_penalties(history);
   const auto n = int32_t(logits_.size());
 
   if (params_.is_greedy()) {
     // First maximum wins ties, so the result never depends on anything but the logits.
-    const auto best = int32_t(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
-    return {best, 0.0f};
+    return {argmax(logits_), 0.0f};
   }
 
-  // Scaling can overflow (a large logit over a small temperature): tame again, in the same pass.
-  const float inv_t = 1.0f / params_.temperature;
-  for (float& l : logits_) l = tame(l * inv_t);
+  scale_and_tame(logits_, 1.0f / params_.temperature);
 
   // Candidates sorted by logit (descending, ties by id) so truncation is deterministic.
   candidates_.resize(size_t(n));
@@ -186,11 +206,13 @@ SampledToken Sampler::sample(std::span<const float> logits, std::span<const int3
 
 float Sampler::log_normalizer() {
   if (!log_normalizer_valid_) {
-    const float max_logit = logits_.empty() ? kNegInf : *std::max_element(logits_.begin(), logits_.end());
+    const float max_logit = logits_.empty() ? kNegInf : logits_[size_t(argmax(logits_))];
     double sum = 0.0;
-    if (max_logit != kNegInf)
-      for (float l : logits_) sum += std::exp(double(l - max_logit));
-    log_normalizer_ = max_logit == kNegInf ? 0.0f : float(std::log(sum)) + max_logit;
+    if (std::isfinite(max_logit))
+      for (float l : logits_) sum += l == l ? std::exp(double(l - max_logit)) : 0.0;
+    // All -inf or NaN: nothing is likely (logprobs -inf). Sampled rows are tamed (no +inf, no NaN); a greedy row
+    // from the engine is finite.
+    log_normalizer_ = std::isfinite(max_logit) ? float(std::log(sum)) + max_logit : 0.0f;
     log_normalizer_valid_ = true;
   }
   return log_normalizer_;
