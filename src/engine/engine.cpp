@@ -57,16 +57,17 @@ struct ActiveRequest {
   int32_t forks_pending = 0;  // samples still to fork off once the prompt's logits exist
 };
 
-// A request's last event. A callback that throws here has nothing left to fail: the throw is reported and
-// dropped, never allowed to unwind the step loop.
-void deliver_finished(ActiveRequest& r, const StreamEvent& ev) {
+// A request's last event, or its Started event: a callback that throws here is reported and the throw dropped
+// (at the end there is nothing left to fail; at the start the step is being planned), never allowed to unwind
+// the step loop.
+void deliver_quietly(ActiveRequest& r, const StreamEvent& ev) {
   try {
     r.on_event(ev);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "engine: request %llu: its callback threw on the last event: %s\n",
+    std::fprintf(stderr, "engine: request %llu: its callback threw on a start or end event: %s\n",
                  static_cast<unsigned long long>(r.request_id), e.what());
   } catch (...) {
-    std::fprintf(stderr, "engine: request %llu: its callback threw on the last event\n",
+    std::fprintf(stderr, "engine: request %llu: its callback threw on a start or end event\n",
                  static_cast<unsigned long long>(r.request_id));
   }
 }
@@ -210,7 +211,7 @@ void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string err
   s.queue_seconds = r.seq.ever_scheduled ? seconds_between(r.submitted, r.first_scheduled) : seconds_between(r.submitted, now);
   s.time_to_first_token_seconds = r.n_generated > 0 ? seconds_between(r.submitted, r.first_token) : 0.0;
   s.e2e_seconds = seconds_between(r.submitted, now);
-  deliver_finished(r, ev);
+  deliver_quietly(r, ev);
   // Samples that were never forked (the request ended before its prompt was computed) end the same way.
   for (int32_t i = 1; i <= r.forks_pending; ++i) send_finished(r, reason, error, r.index + i);
   const int64_t n_ended = 1 + r.forks_pending;
@@ -228,7 +229,7 @@ void Engine::Impl::send_finished(ActiveRequest& r, FinishReason reason, const st
   ev.error = error;
   ev.stats.n_prompt_tokens = r.seq.n_prompt;
   ev.stats.e2e_seconds = seconds_between(r.submitted, Clock::now());
-  deliver_finished(r, ev);
+  deliver_quietly(r, ev);
 }
 
 void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children) {
@@ -361,6 +362,13 @@ bool Engine::Impl::step() {
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
     ActiveRequest& r = *active.at(seq->id);
+    if (r.first_scheduled == Clock::time_point{} && r.request.report_start) {
+      StreamEvent started;
+      started.kind = StreamEvent::Kind::Started;
+      started.request_id = r.request_id;
+      started.index = r.index;
+      deliver_quietly(r, started);
+    }
     if (!seq->ever_scheduled || r.first_scheduled == Clock::time_point{}) r.first_scheduled = now;
     const int32_t s = batch.add_sequence(seq->block_table);
     const bool logits = chunk.wants_logits();

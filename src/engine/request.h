@@ -35,6 +35,7 @@ struct Request {
   int32_t top_logprobs = 0;     // how many alternatives to report per token (0..20)
   bool logprobs = false;        // report the sampled token's log-probability
   bool capture_logits = false;  // attach the raw logits row to each token event (tests, debugging)
+  bool report_start = false;    // send a Started event when the request is first scheduled (leaves the queue)
   // Prefix-cache namespace: cached KV blocks are shared only between requests with the same value, because the
   // hash chain of a prompt's blocks starts from it (0: the common namespace). The server derives it from the
   // tenant and `cache_salt`, so that what one tenant's prompts cached is invisible to another's.
@@ -61,7 +62,8 @@ struct RequestStats {
 
 // Delivered on the engine's thread, in order; the callback must be quick (hand off, don't block).
 struct StreamEvent {
-  enum class Kind { Token, Finished };
+  // Started: only with Request::report_start, once, when the request leaves the waiting queue (its first step).
+  enum class Kind { Token, Finished, Started };
   Kind kind = Kind::Token;
   uint64_t request_id = 0;
   int32_t index = 0;  // which of the request's n samples

@@ -361,6 +361,36 @@ TEST(Engine, ACallbackThatThrowsEndsOnlyItsRequest) {
   expect_no_leaks(engine);
 }
 
+// With report_start, a request announces once that it left the queue, before its first token; a request still
+// queued has not.
+TEST(Engine, ReportStartAnnouncesTheFirstStep) {
+  EngineOptions o = small_options();
+  o.max_seqs = 1;
+  Engine engine(model(), o);
+  std::mutex mu;
+  std::vector<std::pair<int, StreamEvent::Kind>> events;  // (request, kind)
+  std::promise<void> second_done;
+  auto record = [&](int which) {
+    return [&, which](const StreamEvent& ev) {
+      std::lock_guard lock(mu);
+      if (ev.kind != StreamEvent::Kind::Token || events.empty() || events.back() != std::pair{which, ev.kind})
+        events.emplace_back(which, ev.kind);
+      if (which == 2 && ev.kind == StreamEvent::Kind::Finished) second_done.set_value();
+    };
+  };
+  Request first = greedy_request("Once upon a time", 40), second = greedy_request("One day", 5);
+  first.report_start = second.report_start = true;
+  first.sampling.ignore_eos = true;
+  engine.submit(first, record(1));
+  engine.submit(second, record(2));  // waits: one sequence at a time
+  second_done.get_future().wait();
+  std::lock_guard lock(mu);
+  using K = StreamEvent::Kind;
+  const std::vector<std::pair<int, K>> expected = {{1, K::Started}, {1, K::Token},   {1, K::Finished},
+                                                   {2, K::Started}, {2, K::Token},   {2, K::Finished}};
+  EXPECT_EQ(events, expected);
+}
+
 // stop(): what runs ends Cancelled, and a later submit is refused as EngineUnavailable (a 503 for the server,
 // not the request's fault).
 TEST(Engine, StopEndsWhatRunsAndRefusesNewRequests) {
