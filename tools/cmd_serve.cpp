@@ -6,6 +6,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -35,6 +36,7 @@ struct ServeOptions {
   LoadOptions load;  // primary and fallback model
   std::vector<std::string> api_keys;
   std::string api_keys_file;
+  int64_t max_connections = 0;  // 0: sized to the descriptor limit
   std::string chat_template_path;
   std::string generation_config = "model";
   bool no_result_cache = false;
@@ -43,13 +45,23 @@ struct ServeOptions {
   double drain_timeout_s = 30.0;
 };
 
-// Thousands of streams need thousands of descriptors: raise the soft limit to the hard one.
-void raise_fd_limit() {
+// Thousands of streams need thousands of descriptors: raise the soft limit to the hard one. Returns the limit.
+uint64_t raise_fd_limit() {
   rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+  if (rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
   }
+  return rl.rlim_cur == RLIM_INFINITY ? (uint64_t(1) << 20) : uint64_t(rl.rlim_cur);
+}
+
+// The default connection cap: the descriptor limit less room for the model files, the engine, a refused
+// connection's answer and the listening socket (an eighth, at least 64).
+size_t default_max_connections(uint64_t fd_limit) {
+  const uint64_t headroom = std::max<uint64_t>(64, fd_limit / 8);
+  return fd_limit > headroom + 16 ? size_t(fd_limit - headroom) : 16;
 }
 
 std::string default_model_name(const std::string& path) {
@@ -62,7 +74,8 @@ std::string default_model_name(const std::string& path) {
 }
 
 int serve(ServeOptions& o) {
-  raise_fd_limit();
+  const uint64_t fd_limit = raise_fd_limit();
+  o.http.max_connections = o.max_connections > 0 ? size_t(o.max_connections) : default_max_connections(fd_limit);
   // Declared first so that it is destroyed last: engine threads may post to it until the engines are gone.
   boost::asio::io_context ioc(1);
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
@@ -220,6 +233,19 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--max-queue", o->service.max_queue, "requests waiting in the engine before 429")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-body-bytes", o->http.max_body_bytes, "request body limit (413 above)")->capture_default_str();
+  cmd->add_option("--max-connections", o->max_connections,
+                  "open connections; more get a 503 and are closed (default: the descriptor limit less an eighth)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--idle-timeout", o->http.idle_timeout_s, "seconds a connection may wait to start a request")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--header-timeout", o->http.header_timeout_s,
+                  "seconds from a request's first byte to the end of its headers")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--body-timeout", o->http.body_timeout_s, "seconds to receive a request body")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--write-timeout", o->http.write_timeout_s,
+                  "seconds a client may leave a response unread before it is dropped (its generation cancelled)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--no-result-cache", o->no_result_cache, "disable the result cache");
   cmd->add_option("--result-cache-mb", o->result_cache_mb, "result cache memory cap")->capture_default_str();
   cmd->add_option("--result-cache-ttl", o->result_cache_ttl_s, "result cache entry lifetime, seconds")
