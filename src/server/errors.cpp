@@ -12,6 +12,7 @@ int http_status(ErrorCode code) {
     case ErrorCode::ContextLengthExceeded:
     case ErrorCode::TemplateError: return 400;
     case ErrorCode::Unauthorized: return 401;
+    case ErrorCode::PermissionDenied: return 403;
     case ErrorCode::NotFound:
     case ErrorCode::ModelNotFound: return 404;
     case ErrorCode::MethodNotAllowed: return 405;
@@ -33,7 +34,8 @@ const char* error_type(ErrorCode code) {
     case ErrorCode::TemplateError:
     case ErrorCode::ModelNotFound:
     case ErrorCode::MethodNotAllowed:
-    case ErrorCode::PayloadTooLarge: return "invalid_request_error";
+    case ErrorCode::PayloadTooLarge:
+    case ErrorCode::PermissionDenied: return "invalid_request_error";
     case ErrorCode::NotFound: return "not_found_error";
     case ErrorCode::Unauthorized: return "authentication_error";
     case ErrorCode::RateLimited:
@@ -52,6 +54,7 @@ const char* error_code(ErrorCode code) {
     case ErrorCode::ContextLengthExceeded: return "context_length_exceeded";
     case ErrorCode::TemplateError: return "invalid_chat_template";
     case ErrorCode::Unauthorized: return "invalid_api_key";
+    case ErrorCode::PermissionDenied: return "permission_denied";
     case ErrorCode::NotFound: return "not_found";
     case ErrorCode::ModelNotFound: return "model_not_found";
     case ErrorCode::MethodNotAllowed: return "method_not_allowed";

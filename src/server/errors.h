@@ -17,6 +17,7 @@ enum class ErrorCode {
   ContextLengthExceeded,   // 400: prompt (+ max_tokens) longer than the context
   TemplateError,           // 400: the chat template rejects the conversation
   Unauthorized,            // 401: missing or wrong API key
+  PermissionDenied,        // 403: the key may not ask for this (priority), or the Host/Origin is not allowed
   NotFound,                // 404: no such route
   ModelNotFound,           // 404: `model` names a model this server does not serve
   MethodNotAllowed,        // 405
@@ -24,7 +25,7 @@ enum class ErrorCode {
   RateLimited,             // 429: the key's token bucket is empty (Retry-After)
   QueueFull,               // 429: the waiting queue is at --max-queue (Retry-After)
   Internal,                // 500: the request failed inside the engine
-  Unavailable,             // 503: draining, not ready, or the engine is dead
+  Unavailable,             // 503: draining, overloaded, or no engine passes its health check
   Timeout,                 // 504: the deadline passed before anything was sent
 };
 

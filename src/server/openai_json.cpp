@@ -134,6 +134,11 @@ void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
     r.priority = int32_t(read_int(*v, "priority", -1000000, 1000000));
   if (const json* v = field(body, "timeout_ms")) r.timeout_ms = read_int(*v, "timeout_ms", 1, 24LL * 3600 * 1000);
   if (const json* v = field(body, "user")) r.user = read_string(*v, "user");
+  if (const json* v = field(body, "cache_salt")) {
+    r.cache_salt = read_string(*v, "cache_salt");
+    if (r.cache_salt.size() > ParseLimits::kMaxCacheSaltBytes)
+      bad("cache_salt", "may be at most " + std::to_string(ParseLimits::kMaxCacheSaltBytes) + " bytes long");
+  }
   const std::string problem = validate(s);
   if (!problem.empty()) throw ApiException(ErrorCode::InvalidRequest, problem);
 }
@@ -274,6 +279,18 @@ ApiRequest parse_chat_request(const json& body, const ParseLimits& limits, const
 }
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece) {
+  const uint64_t escaped = 6 * uint64_t(longest_piece);  // "\u00XX" per byte at worst
+  uint64_t per_token = escaped;                           // the text
+  if (req.logprobs) {
+    // {"token": ..., "logprob": ..., "bytes": [...], "top_logprobs": [...]}: the token and each alternative carry
+    // their escaped piece, up to four bytes of "255," per byte, a number and the keys.
+    const uint64_t entry = escaped + 4 * uint64_t(longest_piece) + 96;
+    per_token += (1 + uint64_t(req.top_logprobs)) * entry + 64;
+  }
+  return uint64_t(req.n) * (uint64_t(req.sampling.max_tokens) * per_token + 512) + 1024;
+}
 
 const char* finish_reason_string(FinishReason reason) {
   switch (reason) {

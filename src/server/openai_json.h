@@ -40,12 +40,15 @@ struct ApiRequest {
   int32_t top_logprobs = 0;            // alternatives per token
   std::optional<int32_t> priority;     // extension: lower is served first
   std::optional<int64_t> timeout_ms;   // extension: deadline from arrival
+  std::string cache_salt;              // vLLM's: separates this request's caches from other requests' (empty: none)
+  uint64_t cache_namespace = 0;        // set by the server: the prefix-cache namespace of the tenant and salt
   std::string user;
 
   bool deterministic() const { return sampling.is_greedy() || sampling.has_seed; }
 };
 
 struct ParseLimits {
+  static constexpr size_t kMaxCacheSaltBytes = 1024;
   int32_t max_n = 16;
   int32_t max_stop = 16;
   int32_t max_top_logprobs = 20;
@@ -110,6 +113,11 @@ nlohmann::json chunk_json(const ResponseHeader& h, int32_t index, std::string_vi
                           std::optional<FinishReason> finish, bool usage_null);
 // The final usage chunk: empty choices and the totals.
 nlohmann::json usage_chunk_json(const ResponseHeader& h, const Usage& usage);
+
+// An upper bound of the bytes of a non-streaming response to `req` (the streaming ones are sent as they come):
+// n choices of max_tokens tokens of at most `longest_piece` bytes each, every byte escaped for JSON (at most 6
+// bytes), and with logprobs the token and its top_logprobs alternatives with their byte arrays.
+uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece);
 
 // "stop", "length", "timeout", "cancelled" ("error" is never sent as a finish reason).
 const char* finish_reason_string(FinishReason reason);

@@ -193,6 +193,44 @@ TEST(ServerOpenAiJson, ResponseShapes) {
   EXPECT_EQ(uc["usage"]["completion_tokens"], 2);
 }
 
+// The bound the server refuses complete responses by must hold for the worst pieces: control bytes (escaped as
+// \u00XX) and invalid UTF-8 (replaced), in both endpoints, with and without logprobs.
+TEST(ServerOpenAiJson, WorstCaseResponseBytesBoundTheRealResponse) {
+  const std::string piece = std::string("\x01\x02\x1f\xff\xfe\"\\") + std::string(9, '\x7f');  // 16 bytes
+  for (const Endpoint e : {Endpoint::Completions, Endpoint::ChatCompletions}) {
+    for (const int top : {0, 20}) {
+      ApiRequest req;
+      req.endpoint = e;
+      req.n = 3;
+      req.sampling.max_tokens = 50;
+      req.logprobs = top > 0;
+      req.top_logprobs = top;
+      std::vector<ChoiceResult> choices(3);
+      for (ChoiceResult& c : choices) {
+        c.n_generated = 50;
+        for (int i = 0; i < 50; ++i) {
+          c.text += piece;
+          TokenInfo t{piece, -123.456789f, {}};
+          // Distinct alternatives: completions' top_logprobs is an object keyed by the piece.
+          for (int k = 0; k < top; ++k) t.top.push_back({piece.substr(0, 15) + char('a' + k), -1e-30f});
+          c.tokens.push_back(t);
+        }
+      }
+      ResponseHeader h{e, "chatcmpl-0123456789abcdef", 1700000000, std::string(64, 'm')};
+      const size_t real = dump_json(response_json(h, choices, {5, 150, 0}, req.logprobs)).size();
+      const uint64_t bound = worst_case_response_bytes(req, piece.size());
+      EXPECT_LE(real, bound) << "endpoint " << int(e) << " top " << top;
+      EXPECT_GT(real, bound / 5) << "the bound is far too loose";
+    }
+  }
+}
+
+TEST(ServerOpenAiJson, CacheSaltIsAStringOfBoundedLength) {
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"cache_salt", "abc"}}).cache_salt, "abc");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"cache_salt", 5}}).param, "cache_salt");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"cache_salt", std::string(1025, 's')}}).param, "cache_salt");
+}
+
 TEST(ServerOpenAiJson, DumpReplacesInvalidUtf8) {
   const std::string s = dump_json(json{{"token", std::string("\xe4\xb8")}});
   EXPECT_NE(s.find("\xef\xbf\xbd"), std::string::npos);
