@@ -1,11 +1,20 @@
-// Gateway units: SSE framing, API keys, token buckets, the result cache, metrics exposition.
+// Gateway units: SSE framing, API keys, token buckets, the result cache and cache scopes, Host/Origin checks,
+// the request workers, engine health probes, metrics exposition.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "core/error.h"
 
+#include "model/model.h"
 #include "server/auth.h"
+#include "server/cache_scope.h"
+#include "server/engine_health.h"
+#include "server/origin_policy.h"
+#include "server/request_workers.h"
 #include "server/metrics.h"
 #include "server/rate_limiter.h"
 #include "server/result_cache.h"
@@ -138,6 +147,99 @@ TEST(ServerResultCache, KeyCoversParametersAndPrompt) {
   EXPECT_FALSE(sampled.deterministic());
   sampled.sampling.has_seed = true;
   EXPECT_TRUE(sampled.deterministic());
+}
+
+// SipHash-2-4's reference vectors (key 00..0f), and namespaces: a secret per process, tenants apart unless shared.
+TEST(ServerCacheScopes, KeyedNamespacesPerTenantAndSalt) {
+  const uint64_t k0 = 0x0706050403020100ull, k1 = 0x0f0e0d0c0b0a0908ull;
+  EXPECT_EQ(siphash24(k0, k1, ""), 0x726fdb47dd0e0e31ull);
+  std::string fifteen;
+  for (char c = 0; c < 15; ++c) fifteen.push_back(c);
+  EXPECT_EQ(siphash24(k0, k1, fifteen), 0xa129ca6149be45e5ull);
+  const CacheScopes apart(false), shared(true), other_process(false);
+  EXPECT_EQ(apart.prefix_namespace("", ""), 0u);
+  EXPECT_NE(apart.prefix_namespace("alice", ""), 0u);
+  EXPECT_NE(apart.prefix_namespace("alice", ""), apart.prefix_namespace("bob", ""));
+  EXPECT_NE(apart.prefix_namespace("alice", ""), apart.prefix_namespace("alice", "s"));
+  EXPECT_NE(apart.prefix_namespace("ab", "c"), apart.prefix_namespace("a", "bc"));
+  EXPECT_EQ(apart.prefix_namespace("alice", "s"), apart.prefix_namespace("alice", "s"));
+  EXPECT_NE(apart.prefix_namespace("alice", ""), other_process.prefix_namespace("alice", ""));
+  EXPECT_EQ(shared.prefix_namespace("alice", ""), 0u);
+  EXPECT_EQ(shared.prefix_namespace("alice", "s"), shared.prefix_namespace("bob", "s"));
+  EXPECT_NE(shared.prefix_namespace("alice", "s"), 0u);
+}
+
+TEST(ServerOriginPolicy, HostAndOriginChecks) {
+  for (const char* h : {"localhost", "LOCALHOST:8080", "localhost.", "127.0.0.1", "127.9.8.7:1", "::1", "[::1]:8080",
+                        "app.localhost"})
+    EXPECT_TRUE(is_loopback_host(h)) << h;
+  for (const char* h : {"evil.example", "10.0.0.1", "localhost.evil.example", "[::2]", "0.0.0.0", ""})
+    EXPECT_FALSE(is_loopback_host(h)) << h;
+  const OriginPolicy loopback("127.0.0.1", {}, {});
+  EXPECT_TRUE(loopback.host_allowed("localhost:8080"));
+  EXPECT_TRUE(loopback.host_allowed(""));  // HTTP/1.0 clients send none; browsers always do
+  EXPECT_FALSE(loopback.host_allowed("evil.example:8080"));
+  EXPECT_FALSE(loopback.host_allowed("192.168.1.5"));
+  const OriginPolicy wildcard("0.0.0.0", {}, {});  // reached by names it cannot know: no check by default
+  EXPECT_TRUE(wildcard.host_allowed("anything.example"));
+  const OriginPolicy listed("0.0.0.0", {"API.example", "10.1.2.3:8080"}, {});
+  EXPECT_TRUE(listed.host_allowed("api.example:443"));
+  EXPECT_TRUE(listed.host_allowed("10.1.2.3"));
+  EXPECT_FALSE(listed.host_allowed("localhost"));
+  EXPECT_TRUE(OriginPolicy("127.0.0.1", {"*"}, {}).host_allowed("evil.example"));
+  EXPECT_TRUE(loopback.origin_allowed(""));
+  EXPECT_FALSE(loopback.origin_allowed("http://localhost:3000"));
+  EXPECT_FALSE(loopback.cors("http://localhost:3000"));
+  const OriginPolicy cors("127.0.0.1", {}, {"https://app.example"});
+  EXPECT_TRUE(cors.origin_allowed("https://app.example"));
+  EXPECT_TRUE(cors.cors("https://app.example"));
+  EXPECT_FALSE(cors.origin_allowed("https://app.example.evil"));
+  EXPECT_FALSE(cors.origin_allowed("null"));
+  EXPECT_TRUE(OriginPolicy("127.0.0.1", {}, {"*"}).origin_allowed("null"));
+}
+
+TEST(ServerRequestWorkers, RunJobsAndRefuseBeyondTheQueue) {
+  RequestWorkers workers(1, 2);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> ran = 0;
+  std::promise<void> started;
+  EXPECT_TRUE(workers.post([&] {
+    started.set_value();
+    released.wait();
+    ++ran;
+  }));
+  started.get_future().wait();  // the one thread is busy now
+  EXPECT_TRUE(workers.post([&] { ++ran; }));
+  EXPECT_TRUE(workers.post([&] { ++ran; }));
+  EXPECT_FALSE(workers.post([&] { ++ran; })) << "a third queued job is over the bound";
+  EXPECT_EQ(workers.n_queued(), 2u);
+  release.set_value();
+  for (int i = 0; i < 500 && ran < 3; ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(ran.load(), 3);
+  EXPECT_TRUE(workers.post([&] { ++ran; }));
+}
+
+// The health probe: the warm-up inference passes on a working engine and fails on one that stopped; the change
+// is reported.
+TEST(ServerEngineHealth, ProbesPassAndFailWithTheEngine) {
+  EngineOptions o;
+  o.threads = 1;
+  o.kv_blocks = 64;
+  auto engine = std::make_shared<Engine>(Model::load_embedded(), o);
+  std::atomic<int> changes = 0;
+  EngineHealth health("primary", engine, 50ms, [&] { ++changes; });
+  EXPECT_TRUE(health.ok());
+  EXPECT_FALSE(health.probed());
+  EXPECT_TRUE(health.check_now());
+  EXPECT_TRUE(health.probed());
+  EXPECT_EQ(changes.load(), 1);
+  health.check_soon();  // passes again: no change
+  engine->stop();
+  health.check_soon();
+  for (int i = 0; i < 500 && health.ok(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(health.ok());
+  EXPECT_EQ(changes.load(), 2);
 }
 
 EngineStats sample_engine_stats() {
