@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -37,6 +38,8 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::string api_keys_file;
   int64_t max_connections = 0;  // 0: sized to the descriptor limit
+  double health_recheck_s = 10.0;
+  bool metrics_require_key = false;  // the default with keys now; accepted for old command lines
   std::string chat_template_path;
   std::string generation_config = "model";
   bool no_result_cache = false;
@@ -64,6 +67,18 @@ size_t default_max_connections(uint64_t fd_limit) {
   return fd_limit > headroom + 16 ? size_t(fd_limit - headroom) : 16;
 }
 
+// Keys from --api-key, --api-keys-file and the TESSERA_API_KEYS environment variable (the keys file's format,
+// entries separated by newlines or commas): the last two stay out of `ps`.
+std::vector<server::ApiKey> configured_keys(const ServeOptions& o) {
+  std::vector<server::ApiKey> keys;
+  for (const std::string& k : o.api_keys) keys.push_back(server::ApiKey{k, {}, 0, {}, {}, {}});
+  if (!o.api_keys_file.empty())
+    for (auto& k : server::ApiKeys::read_file(o.api_keys_file)) keys.push_back(std::move(k));
+  if (const char* env = std::getenv("TESSERA_API_KEYS"))
+    for (auto& k : server::ApiKeys::parse(env, "TESSERA_API_KEYS", "\n,")) keys.push_back(std::move(k));
+  return keys;
+}
+
 std::string default_model_name(const std::string& path) {
   if (path.empty()) return "stories260K";
   std::filesystem::path p(path);
@@ -76,6 +91,7 @@ std::string default_model_name(const std::string& path) {
 int serve(ServeOptions& o) {
   const uint64_t fd_limit = raise_fd_limit();
   o.http.max_connections = o.max_connections > 0 ? size_t(o.max_connections) : default_max_connections(fd_limit);
+  o.service.max_pending_parses = o.http.max_connections;  // one request per connection is handled at a time
   // Declared first so that it is destroyed last: engine threads may post to it until the engines are gone.
   boost::asio::io_context ioc(1);
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
@@ -97,9 +113,9 @@ int serve(ServeOptions& o) {
   }
 
   o.service.model_name = o.served_name.empty() ? default_model_name(o.model_path) : o.served_name;
-  o.service.api_keys = o.api_keys;
-  if (!o.api_keys_file.empty())
-    for (auto& k : server::ApiKeys::read_file(o.api_keys_file)) o.service.api_keys.push_back(k);
+  o.service.fallback_model_name = default_model_name(o.fallback_path);
+  o.service.api_keys = configured_keys(o);
+  o.service.health_recheck = std::chrono::milliseconds(int64_t(o.health_recheck_s * 1000));
   o.service.result_cache_bytes = o.no_result_cache ? 0 : uint64_t(o.result_cache_mb * 1024 * 1024);
   o.service.result_cache_ttl_ms = int64_t(o.result_cache_ttl_s * 1000);
   if (!o.chat_template_path.empty()) o.service.chat_template = read_text_file(o.chat_template_path);
@@ -129,6 +145,11 @@ int serve(ServeOptions& o) {
   const uint16_t port = http.listen();
   std::fprintf(stderr, "tessera serve: model '%s' on http://%s:%u%s\n", o.service.model_name.c_str(),
                o.http.host.c_str(), unsigned(port), fallback ? " (with a fallback model)" : "");
+  std::fprintf(stderr, "tessera serve: %zu API keys%s; at most %zu connections\n", o.service.api_keys.size(),
+               o.service.api_keys.empty()    ? " (no authentication)"
+               : o.service.shared_prefix_cache ? ", tenants share the prefix cache"
+                                               : ", caches kept apart per tenant",
+               o.http.max_connections);
 
   std::thread warm([&service] {
     const bool ok = service.warm_up();
@@ -216,9 +237,19 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
       ->capture_default_str()->check(CLI::IsMember({"model", "none"}));
   cmd->add_option("--host", o->http.host, "address to bind")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port)")->capture_default_str();
-  cmd->add_option("--api-key", o->api_keys, "accepted API key (repeatable)");
-  cmd->add_option("--api-keys-file", o->api_keys_file, "file with one accepted API key per line");
-  cmd->add_flag("--metrics-require-key", o->service.metrics_require_key, "/metrics needs an API key too");
+  cmd->add_option("--api-key", o->api_keys,
+                  "accepted API key (repeatable). Keys on the command line are visible to every user in `ps`: "
+                  "prefer --api-keys-file or the TESSERA_API_KEYS environment variable");
+  cmd->add_option("--api-keys-file", o->api_keys_file,
+                  "file of API keys, one per line, each optionally followed by name=TENANT priority_min=P rps=R "
+                  "tpm=T burst=B (see src/server/auth.h); TESSERA_API_KEYS takes the same entries, separated by "
+                  "newlines or commas");
+  cmd->add_flag("--metrics-public", o->service.metrics_public,
+                "with API keys: /metrics answers without a key too (by default it needs one)");
+  cmd->add_flag("--metrics-require-key", o->metrics_require_key, "accepted for compatibility: the default with API keys");
+  cmd->add_flag("--shared-prefix-cache", o->service.shared_prefix_cache,
+                "tenants (API key names) share cached prompt prefixes: for a single-tenant deployment. By default "
+                "each tenant's prefixes are its own, so cached_tokens reveals nothing of another's prompts");
   cmd->add_option("--metrics-prefix", o->service.metrics_prefix,
                   "metric name prefix; 'vllm:' exports vLLM's exact names for the metrics vLLM has too (the rest "
                   "stay tessera_), for dashboards and autoscalers written for vLLM")
@@ -230,7 +261,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
                   "request bucket size (default: max(1, rps))")->check(CLI::NonNegativeNumber);
   cmd->add_option("--rate-limit-tpm", o->service.rate_limits.tokens_per_minute,
                   "tokens (prompt + max_tokens) per minute per key (0: unlimited)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-queue", o->service.max_queue, "requests waiting in the engine before 429")
+  cmd->add_option("--max-queue", o->service.max_queue, "requests admitted and not yet started before 429")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-body-bytes", o->http.max_body_bytes, "request body limit (413 above)")->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections,
@@ -245,6 +276,13 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--write-timeout", o->http.write_timeout_s,
                   "seconds a client may leave a response unread before it is dropped (its generation cancelled)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--parse-workers", o->service.parse_workers,
+                  "threads that parse, render and tokenize requests off the io thread (default: a quarter of the "
+                  "cores, 1 to 4)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--health-check-interval", o->health_recheck_s,
+                  "seconds between probes of an engine marked bad (a request failed inside it and a probe failed)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--no-result-cache", o->no_result_cache, "disable the result cache");
   cmd->add_option("--result-cache-mb", o->result_cache_mb, "result cache memory cap")->capture_default_str();

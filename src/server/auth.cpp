@@ -1,30 +1,110 @@
-// API key checks.
+// API key checks and the keys file format.
 #include "server/auth.h"
 
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <fstream>
+#include <sstream>
+#include <unordered_set>
 
 #include "core/error.h"
 
 namespace tessera::server {
+namespace {
 
-ApiKeys::ApiKeys(std::vector<std::string> keys) {
-  for (std::string& k : keys)
-    if (!k.empty()) keys_.push_back(std::move(k));
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
 }
 
-std::vector<std::string> ApiKeys::read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read API keys file '{}'", path);
-  std::vector<std::string> keys;
-  std::string line;
-  while (std::getline(in, line)) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-    size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line[start] == '#') continue;
-    keys.push_back(line.substr(start));
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (const char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
+  return true;
+}
+
+double parse_limit(std::string_view value, std::string_view what, const std::string& where) {
+  double x = 0.0;
+  const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+  if (ec != std::errc() || p != value.data() + value.size() || !std::isfinite(x) || x < 0.0)
+    fail("{}: {} must be a number >= 0", where, what);
+  return x;
+}
+
+// One entry: the key, then attributes. `where` names the entry in errors without quoting the key.
+ApiKey parse_entry(std::string_view entry, const std::string& where) {
+  std::istringstream words{std::string(entry)};
+  ApiKey k;
+  words >> k.key;
+  for (std::string word; words >> word;) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos) fail("{}: expected NAME=VALUE after the key, got a bare word", where);
+    const std::string_view attr = std::string_view(word).substr(0, eq), value = std::string_view(word).substr(eq + 1);
+    if (attr == "name") {
+      if (!valid_name(value)) fail("{}: name must be 1-64 of [A-Za-z0-9._-]", where);
+      k.name = std::string(value);
+    } else if (attr == "priority_min") {
+      int32_t p = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), p);
+      if (ec != std::errc() || end != value.data() + value.size() || p < -1000000 || p > 1000000)
+        fail("{}: priority_min must be an integer between -1000000 and 1000000", where);
+      k.priority_min = p;
+    } else if (attr == "rps") {
+      k.rps = parse_limit(value, "rps", where);
+    } else if (attr == "tpm") {
+      k.tpm = parse_limit(value, "tpm", where);
+    } else if (attr == "burst") {
+      k.burst = parse_limit(value, "burst", where);
+    } else {
+      fail("{}: unknown attribute '{}' (name, priority_min, rps, tpm, burst)", where, attr.substr(0, 32));
+    }
+  }
+  return k;
+}
+
+}  // namespace
+
+RateLimits ApiKey::limits(const RateLimits& server) const {
+  RateLimits l = server;
+  if (rps) l.requests_per_second = *rps;
+  if (tpm) l.tokens_per_minute = *tpm;
+  if (burst) l.request_burst = *burst;
+  return l;
+}
+
+std::vector<ApiKey> ApiKeys::parse(std::string_view text, std::string_view source, std::string_view separators) {
+  std::vector<ApiKey> keys;
+  size_t line = 0;
+  while (!text.empty()) {
+    const size_t end = text.find_first_of(separators);
+    const std::string_view entry = trim(text.substr(0, end));
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    ++line;
+    if (entry.empty() || entry.front() == '#') continue;
+    keys.push_back(parse_entry(entry, fmt::format("{} entry {}", source, line)));
   }
   return keys;
+}
+
+std::vector<ApiKey> ApiKeys::read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read API keys file '{}'", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), "API keys file '" + path + "'");
+}
+
+ApiKeys::ApiKeys(std::vector<ApiKey> keys) {
+  std::unordered_set<std::string> seen;
+  for (ApiKey& k : keys) {
+    if (k.key.empty()) continue;
+    if (!seen.insert(k.key).second) fail("API key number {} is configured twice", keys_.size() + 1);
+    if (k.name.empty()) k.name = "key-" + std::to_string(keys_.size() + 1);
+    keys_.push_back(std::move(k));
+  }
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -39,21 +119,20 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-std::optional<std::string> ApiKeys::check(std::string_view authorization) const {
+const ApiKey* ApiKeys::check(std::string_view authorization) const {
   constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() < kBearer.size()) return std::nullopt;
+  if (authorization.size() < kBearer.size()) return nullptr;
   for (size_t i = 0; i < kBearer.size(); ++i)  // the scheme is case-insensitive
     if (std::tolower(static_cast<unsigned char>(authorization[i])) !=
         std::tolower(static_cast<unsigned char>(kBearer[i])))
-      return std::nullopt;
+      return nullptr;
   std::string_view token = authorization.substr(kBearer.size());
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
   while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
-  const std::string* match = nullptr;
-  for (const std::string& key : keys_)  // no early exit: every key is compared
-    if (constant_time_equal(key, token) && !match) match = &key;
-  if (!match) return std::nullopt;
-  return *match;
+  const ApiKey* match = nullptr;
+  for (const ApiKey& key : keys_)  // no early exit: every key is compared
+    if (constant_time_equal(key.key, token) && !match) match = &key;
+  return match;
 }
 
 }  // namespace tessera::server

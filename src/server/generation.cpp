@@ -3,6 +3,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "server/errors.h"
 #include "server/service.h"
@@ -12,16 +14,14 @@
 namespace tessera::server {
 
 Generation::Generation(Service& service, std::shared_ptr<Responder> responder, ApiRequest request,
-                       std::vector<int32_t> prompt, ResponseHeader header, std::string cache_key,
-                       std::string limiter_key, double charged_tokens, std::optional<Clock::time_point> deadline)
+                       std::vector<int32_t> prompt, ResponseHeader header, Accounting accounting,
+                       std::optional<Clock::time_point> deadline)
     : service_(service),
       responder_(std::move(responder)),
       request_(std::move(request)),
       prompt_(std::move(prompt)),
       header_(std::move(header)),
-      cache_key_(std::move(cache_key)),
-      limiter_key_(std::move(limiter_key)),
-      charged_tokens_(charged_tokens),
+      accounting_(std::move(accounting)),
       deadline_(deadline),
       choices_(size_t(request_.n)) {
   service_.n_in_flight_.fetch_add(1);
@@ -32,11 +32,23 @@ Generation::~Generation() { release(); }
 void Generation::release() {
   if (counted_) service_.n_in_flight_.fetch_sub(1);
   counted_ = false;
+  for (Choice& c : choices_) release_queue_slot(c);
 }
 
-void Generation::start() {
+void Generation::release_queue_slot(Choice& c) {
+  if (c.holds_queue_slot) service_.release_queue_slots(1);
+  c.holds_queue_slot = false;
+}
+
+void Generation::start(Engine& engine) {
+  const bool on_fallback = &engine == service_.fallback_.get();
   try {
-    for (size_t i = 0; i < choices_.size(); ++i) submit(i, *service_.primary_);
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      choices_[i].on_fallback = on_fallback;
+      submit(i, engine);
+      choices_[i].holds_queue_slot = true;
+      service_.n_queued_ += 1;
+    }
   } catch (...) {
     cancel();
     done_ = true;
@@ -71,6 +83,8 @@ void Generation::submit(size_t index, Engine& engine) {
   r.deadline = deadline_;
   r.logprobs = request_.logprobs;
   r.top_logprobs = request_.top_logprobs;
+  r.cache_namespace = request_.cache_namespace;
+  r.report_start = true;  // the queue slot is given back when the request leaves the engine's queue
   auto self = shared_from_this();
   boost::asio::io_context& ioc = service_.ioc_;
   Choice& c = choices_[index];
@@ -90,8 +104,36 @@ void Generation::cancel() {
 bool Generation::deadline_passed() const { return deadline_ && Clock::now() >= *deadline_; }
 
 void Generation::on_event(size_t index, const StreamEvent& event, Clock::time_point at) {
+  try {
+    handle_event(index, event, at);
+  } catch (const std::exception& e) {
+    fail_internal(e.what());
+  } catch (...) {
+    fail_internal("unknown exception");
+  }
+}
+
+void Generation::fail_internal(const char* what) {
+  std::fprintf(stderr, "tessera serve: request %s failed inside the server: %s\n", header_.id.c_str(), what);
+  if (done_) return;
+  error_ = ApiError{ErrorCode::Internal, std::string("internal error: ") + what};
+  cancel();
+  if (n_running_ > 0) return;  // the choices' Finished events complete the response
+  try {
+    complete();
+  } catch (...) {
+    // Not even the error could be sent: drop the connection rather than leave the client waiting.
+    if (responder_) responder_->abort();
+    done_ = true;
+    responder_.reset();
+    release();
+  }
+}
+
+void Generation::handle_event(size_t index, const StreamEvent& event, Clock::time_point at) {
   Choice& c = choices_[index];
-  if (!c.running) return;
+  release_queue_slot(c);
+  if (!c.running || event.kind == StreamEvent::Kind::Started) return;
   if (event.kind == StreamEvent::Kind::Token)
     on_token(c, index, event, at);
   else
@@ -124,7 +166,7 @@ void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) 
   if (reason == FinishReason::Error) {
     // A failure before anything of this choice reached the client is retried on the fallback replica.
     const bool retry = service_.fallback_ && !c.on_fallback && !c.streamed && !client_gone_ && !done_;
-    if (c.engine == service_.primary_.get()) service_.mark_primary_failed();
+    service_.on_engine_error(c.engine);
     if (retry) {
       service_.metrics_->count_fallback();
       c.result = ChoiceResult{};
@@ -197,17 +239,16 @@ void Generation::respond() {
   Usage usage;
   usage.prompt_tokens = int64_t(prompt_.size());
   usage.cached_tokens = n_cached_prompt_tokens_;
-  bool any_tokens = false, cacheable = !cache_key_.empty();
+  bool any_tokens = false, cacheable = !accounting_.cache_key.empty(), answered_by_fallback = false;
   for (const Choice& c : choices_) {
+    answered_by_fallback = answered_by_fallback || c.on_fallback;
     usage.completion_tokens += c.result.n_generated;
     any_tokens = any_tokens || c.result.n_generated > 0;
     cacheable = cacheable && (c.result.finish_reason == FinishReason::Stop ||
                               c.result.finish_reason == FinishReason::Length);
   }
-  if (service_.limiter_.enabled()) {
-    const double used = double(usage.prompt_tokens + usage.completion_tokens);
-    service_.limiter_.refund(limiter_key_, charged_tokens_ - used);
-  }
+  const double used = double(usage.prompt_tokens + usage.completion_tokens);
+  service_.limiter_.refund(accounting_.limiter_key, accounting_.limits, accounting_.charged_tokens - used);
   if (client_gone_) return;
   bool timed_out = !any_tokens;
   for (const Choice& c : choices_) timed_out = timed_out && c.result.finish_reason == FinishReason::Timeout;
@@ -228,7 +269,9 @@ void Generation::respond() {
     CachedResult cached;
     cached.prompt_tokens = usage.prompt_tokens;
     for (const Choice& c : choices_) cached.choices.push_back(c.result);
-    service_.cache_.put(cache_key_, std::move(cached));
+    // What the fallback answered is cached under its own model name: it must not come back as the primary's
+    // answer once the primary is healthy again.
+    service_.cache_.put(answered_by_fallback ? accounting_.fallback_cache_key : accounting_.cache_key, std::move(cached));
   }
   if (request_.stream) {
     ensure_stream_started();

@@ -1,6 +1,8 @@
 // One API request in flight: its n engine requests (one per choice), the stream or the body being built, the
-// deadline, client disconnects, and the re-run on the fallback replica when the primary fails before a token
-// of a choice was sent. All methods run on the io thread; engine events are posted there.
+// deadline, client disconnects, the queue slots it holds until each choice's first event, and the re-run on the
+// fallback replica when the primary fails before a token of a choice was sent. All methods run on the io
+// thread; engine events are posted there. A throw while handling an event ends this request with a 500 (or an
+// error event on its stream), never the server.
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>
@@ -14,6 +16,7 @@
 #include "server/errors.h"
 #include "server/http_server.h"
 #include "server/openai_json.h"
+#include "server/rate_limiter.h"
 
 namespace tessera::server {
 
@@ -21,14 +24,23 @@ class Service;
 
 class Generation : public std::enable_shared_from_this<Generation> {
  public:
+  // Where the result is cached (cache keys empty: not cacheable) and whose token budget it was charged to.
+  struct Accounting {
+    std::string cache_key;           // under the primary's model name
+    std::string fallback_cache_key;  // under the fallback's: an answer the fallback gave is cached there
+    std::string limiter_key;
+    RateLimits limits;
+    double charged_tokens = 0.0;
+  };
+
   Generation(Service& service, std::shared_ptr<Responder> responder, ApiRequest request, std::vector<int32_t> prompt,
-             ResponseHeader header, std::string cache_key, std::string limiter_key, double charged_tokens,
-             std::optional<Clock::time_point> deadline);
+             ResponseHeader header, Accounting accounting, std::optional<Clock::time_point> deadline);
   ~Generation();
 
-  // Submits every choice to the primary engine. Throws tessera::Error when the engine refuses the request
-  // (nothing is left running then).
-  void start();
+  // Submits every choice to `engine` (the primary, or the fallback while the primary is marked bad); holds one
+  // queue slot per choice. Throws tessera::Error (EngineUnavailable when it stops) when the engine refuses the
+  // request: nothing is left running and no slot held then.
+  void start(Engine& engine);
   // Ends every running choice (client gone, drain timeout).
   void cancel();
 
@@ -41,6 +53,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     bool streamed = false;          // a chunk of this choice reached the stream
     bool role_sent = false;
     bool finish_sent = false;       // the chunk with its finish_reason went out
+    bool holds_queue_slot = false;  // released when it leaves the engine's queue (its first event)
     ChoiceResult result;
     std::vector<TokenInfo> pending; // logprobs not yet streamed
     int64_t text_offset = 0;        // completions logprobs: offset of the next streamed token
@@ -49,6 +62,10 @@ class Generation : public std::enable_shared_from_this<Generation> {
 
   void submit(size_t index, Engine& engine);
   void on_event(size_t index, const StreamEvent& event, Clock::time_point at);
+  void handle_event(size_t index, const StreamEvent& event, Clock::time_point at);
+  // A throw while handling this request (a bug): it ends with a 500 or an error event; the server goes on.
+  void fail_internal(const char* what);
+  void release_queue_slot(Choice& c);
   void on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at);
   void on_finished(Choice& c, size_t index, const StreamEvent& event);
   void stream_chunk(Choice& c, size_t index, std::string_view text, std::optional<FinishReason> finish);
@@ -65,9 +82,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   ApiRequest request_;
   std::vector<int32_t> prompt_;
   ResponseHeader header_;
-  std::string cache_key_;    // empty: not cacheable
-  std::string limiter_key_;
-  double charged_tokens_;
+  Accounting accounting_;
   std::optional<Clock::time_point> deadline_;
   std::unique_ptr<boost::asio::steady_timer> deadline_timer_;
   std::vector<Choice> choices_;

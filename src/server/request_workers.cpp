@@ -5,10 +5,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace tessera::server {
 
 RequestWorkers::RequestWorkers(int n_threads, size_t max_queued) : max_queued_(max_queued) {
-  for (int i = 0; i < (n_threads < 1 ? 1 : n_threads); ++i) threads_.emplace_back([this] { run(); });
+  if (n_threads <= 0) n_threads = std::clamp(int(std::thread::hardware_concurrency()) / 4, 1, 4);
+  for (int i = 0; i < n_threads; ++i) threads_.emplace_back([this] { run(); });
 }
 
 RequestWorkers::~RequestWorkers() {

@@ -17,7 +17,8 @@ namespace tessera::server {
 
 class RequestWorkers {
  public:
-  // `n_threads` >= 1; at most `max_queued` jobs wait (beyond those running).
+  // `n_threads`: 0 picks a quarter of the hardware threads, from 1 to 4 (they share the machine with the engine,
+  // which wants every core); at most `max_queued` jobs wait (beyond those running).
   RequestWorkers(int n_threads, size_t max_queued);
   ~RequestWorkers();  // finishes the running jobs, drops the queued ones
   RequestWorkers(const RequestWorkers&) = delete;

@@ -46,9 +46,11 @@ uint64_t ResultCache::bytes() const {
   return bytes_;
 }
 
-std::string result_cache_key(const ApiRequest& req, const std::string& model, const std::vector<int32_t>& prompt) {
+std::string result_cache_key(const ApiRequest& req, const std::string& model, const std::vector<int32_t>& prompt,
+                             const std::string& tenant) {
   const SamplingParams& s = req.sampling;
   nlohmann::json k = {
+      {"tenant", tenant}, {"salt", req.cache_salt},
       {"e", int(req.endpoint)}, {"m", model}, {"t", s.is_greedy() ? 0.0f : s.temperature},
       {"k", s.top_k},           {"p", s.top_p}, {"mp", s.min_p}, {"rp", s.repetition_penalty},
       {"rw", s.repetition_window}, {"fp", s.frequency_penalty}, {"pp", s.presence_penalty},

@@ -53,9 +53,11 @@ class ResultCache {
   uint64_t bytes_ = 0;
 };
 
-// The cache key of a request: endpoint, model, every parameter that changes the output, and the prompt tokens.
+// The cache key of a request: the tenant (an API key's name: what one tenant asked is never a hit for another),
+// the request's cache_salt, endpoint, model, every parameter that changes the output, and the prompt tokens.
 // Only meaningful when req.deterministic().
-std::string result_cache_key(const ApiRequest& req, const std::string& model, const std::vector<int32_t>& prompt);
+std::string result_cache_key(const ApiRequest& req, const std::string& model, const std::vector<int32_t>& prompt,
+                             const std::string& tenant);
 // Approximate heap bytes of a result (the memory cap counts these).
 uint64_t result_bytes(const CachedResult& r);
 

@@ -1,11 +1,14 @@
-// The OpenAI-compatible service: routes, gateway checks (auth, rate limit, queue bound, result cache) and the
-// engines behind them (a primary and an optional fallback replica). Lives on the io_context thread; engine
-// events are posted back to it.
+// The OpenAI-compatible service: routes, gateway checks (auth and the key's allowance, rate limits, queue bound,
+// result cache) and the engines behind them (a primary and an optional fallback replica).
+// The io thread does only what is cheap and stateful; parsing, the chat template and tokenizing run on a few
+// worker threads (RequestWorkers), after the request-count limit. Engine events are posted back to the io
+// thread.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,23 +17,29 @@
 
 #include "engine/engine.h"
 #include "server/auth.h"
+#include "server/cache_scope.h"
 #include "server/chat_template.h"
+#include "server/engine_health.h"
 #include "server/errors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_json.h"
 #include "server/rate_limiter.h"
+#include "server/request_prep.h"
+#include "server/request_workers.h"
 #include "server/result_cache.h"
 
 namespace tessera::server {
 
 struct ServiceOptions {
   std::string model_name;               // what /v1/models lists and requests must name (or omit)
+  std::string fallback_model_name;      // the fallback's own name: its answers are cached under it
   std::string metrics_prefix = std::string(kDefaultMetricsPrefix);
-  std::vector<std::string> api_keys;    // empty: no authentication
-  bool metrics_require_key = false;
-  RateLimits rate_limits;
-  int64_t max_queue = 1024;             // engine requests waiting; more is a 429
+  std::vector<ApiKey> api_keys;         // empty: no authentication, and one tenant
+  bool metrics_public = false;          // with keys: /metrics answers without one too
+  bool shared_prefix_cache = false;     // tenants share cached prompt prefixes (always so without keys)
+  RateLimits rate_limits;               // per key unless the key sets its own; per client address without keys
+  int64_t max_queue = 1024;             // engine requests admitted and not yet scheduled; more is a 429
   uint64_t result_cache_bytes = 64ull << 20;  // 0: no result cache
   int64_t result_cache_ttl_ms = 10 * 60 * 1000;
   int64_t default_timeout_ms = 0;       // 0: no deadline unless the request sets one
@@ -40,6 +49,9 @@ struct ServiceOptions {
   // Replaces the model's chat template (tessera serve --chat-template FILE); set but empty: no template (the
   // contents-joined fallback). Absent: the model's own.
   std::optional<std::string> chat_template;
+  int parse_workers = 0;                // threads that parse, render and tokenize; 0: a quarter of the cores (1-4)
+  size_t max_pending_parses = 4096;     // requests waiting for them; more is a 503 (serve: --max-connections)
+  std::chrono::milliseconds health_recheck{10000};  // how often an engine marked bad is probed again
 };
 
 class Generation;
@@ -54,10 +66,10 @@ class Service {
   // The HTTP handler (io thread).
   void handle(HttpRequest&& request, std::shared_ptr<Responder> responder);
 
-  // Dummy inference through prefill, decode and a batch on each engine; /ready turns true when it passes.
-  // Blocking: run it off the io thread. Returns false when no engine passed.
+  // Probes each engine (dummy inference through prefill, decode and a batch); /ready turns true when one
+  // passes. Blocking: run it off the io thread. Returns false when no engine passed.
   bool warm_up();
-  bool ready() const { return ready_.load(); }
+  bool ready() const;
 
   // Drain: new requests get 503; in-flight ones go on. cancel_all() ends what is left (drain timeout).
   void begin_drain() { draining_ = true; }
@@ -70,14 +82,37 @@ class Service {
  private:
   friend class Generation;
 
+  // Who is asking: the key (null without keys), where its rate limits are counted, and the tenant its caches
+  // belong to.
+  struct Client {
+    const ApiKey* key = nullptr;
+    std::string limiter_key;
+    RateLimits limits;
+    std::string tenant;
+  };
+
   void route(HttpRequest& request, const std::shared_ptr<Responder>& responder);
+  Client authenticate(const HttpRequest& request, bool required);
+  void send_metrics(Responder& responder);
+  // Request-count limit, then the CPU work on a worker thread; admit() continues on the io thread.
   void handle_generation(Endpoint endpoint, HttpRequest& request, const std::shared_ptr<Responder>& responder,
-                         const std::string& client_key);
+                         Client client);
+  void admit(Endpoint endpoint, const std::shared_ptr<Responder>& responder, PreparedRequest prepared,
+             const Client& client, Clock::time_point arrival);
+  void replay(Responder& responder, const ResponseHeader& header, const ApiRequest& request,
+              const CachedResult& hit);
   void send_json(Responder& responder, int status, const nlohmann::json& body, const Headers& extra = {});
   void send_error(Responder& responder, const ApiError& error);
-  std::vector<int32_t> tokenize_prompt(const ApiRequest& request) const;
-  // Called by a Generation when its primary engine failed and no fallback exists: /ready turns false.
-  void mark_primary_failed();
+  // The engine new requests go to: the primary while it passes its probes, else the fallback while it does;
+  // null when neither does.
+  Engine* engine_for_new_requests();
+  // A request failed inside `engine`: probe it, so that one bad request does not condemn it but a broken engine
+  // is found.
+  void on_engine_error(const Engine* engine);
+  void update_ready_gauge();
+  // Queue slots: an engine request holds one from admission until it leaves the engine's queue (its Started
+  // event, or any first event).
+  void release_queue_slots(int64_t n) { n_queued_ -= n; }
 
   boost::asio::io_context& ioc_;
   std::shared_ptr<Engine> primary_;
@@ -87,16 +122,22 @@ class Service {
   ApiKeys keys_;
   RateLimiter limiter_;
   ResultCache cache_;
+  CacheScopes scopes_;
   std::unique_ptr<Metrics> metrics_;
   ChatTemplate chat_template_;
   SpecialTokenEncoder encoder_;
-  std::atomic<bool> ready_{false};
-  std::atomic<bool> primary_ok_{true};
+  RequestPreparer preparer_;
+  std::atomic<bool> warmed_up_{false};
   bool draining_ = false;
   std::atomic<int64_t> n_in_flight_{0};
+  int64_t n_queued_ = 0;  // io thread: queue slots held (see release_queue_slots)
   std::vector<std::weak_ptr<Generation>> live_;  // for cancel_all (io thread); pruned as it grows
   uint64_t next_id_ = 0;
   int64_t started_unix_ = 0;
+  // Last: their threads call back into the members above, so they stop first.
+  std::unique_ptr<EngineHealth> primary_health_;
+  std::unique_ptr<EngineHealth> fallback_health_;
+  RequestWorkers workers_;
 };
 
 }  // namespace tessera::server

@@ -1,24 +1,17 @@
 // Gateway features, each with a test that fails without it: client disconnect cancels, deadlines, rate
-// limits, the bounded queue, the result cache, the fallback replica on NaN logits, graceful drain.
+// limits, the bounded queue, the result cache, the fallback replica and readiness under NaN logits, graceful
+// drain.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import net from 'node:net';
 import {
-  HERE, startServer, postJson, metrics, metricValue, sleep, directRun, tempDir, expectOpenAiError, EMBEDDED_GGUF,
+  HERE, BINARY, startServer, withServer, postJson, metrics, metricValue, tesseraMetric, sleep, directRun, tempDir,
+  expectOpenAiError, EMBEDDED_GGUF,
 } from './harness.mjs';
 
 const LONG = { prompt: 'Once upon a time', max_tokens: 480, temperature: 0, ignore_eos: true };
-
-async function withServer(args, fn, opts) {
-  const server = await startServer(args, opts);
-  try {
-    return await fn(server);
-  } finally {
-    await server.stop('SIGKILL');
-  }
-}
 
 // Opens a streaming request and resolves once its first chunk arrived; returns the reader and controller.
 async function openStream(url, body, headers = {}) {
@@ -131,7 +124,7 @@ test('rate limits: requests per second and tokens per minute give 429 with Retry
     const tokens = await postJson(s.url + '/v1/completions', { ...LONG, max_tokens: 300 }, k2);
     expectOpenAiError(assert, tokens, 429);
     assert.ok(Number(tokens.headers.get('retry-after')) >= 5);
-    const m = await metrics(s.url);
+    const m = await metrics(s.url, k1);  // with keys, /metrics needs one too
     assert.equal(metricValue(m, 'tessera_request_rejections_total{model_name="stories260K",reason="rate_limit"}'), 2);
   });
 });
@@ -152,6 +145,30 @@ test('queue full: 429 once --max-queue requests wait', async () => {
     const m = await metrics(s.url);
     assert.equal(metricValue(m, 'tessera_request_rejections_total{model_name="stories260K",reason="queue_full"}'), 1);
   });
+});
+
+// Regression: --max-queue was compared with a count the engine publishes once per step, so a burst during a long
+// prefill was admitted whole. Admission is a reservation now. A random-weight 0.5B model on one thread makes the
+// prefill of 1000 prompt tokens last seconds; the burst of 200 arrives meanwhile.
+test('queue bound: a burst of 200 during a long prefill against --max-queue 8, exactly the overflow gets 429', { timeout: 240000 }, async () => {
+  const model = path.join(tempDir(), 'q05.gguf');
+  execFileSync(BINARY, ['make-model', '--preset', 'qwen2.5-0.5b', '--type', 'q4_0', '-o', model, '-t', '2'], { stdio: 'ignore' });
+  await withServer(['-m', model, '-c', '1100', '--max-batched-tokens', '1100', '--max-queue', '8', '--no-result-cache'],
+    async (s) => {
+      const prefill = postJson(s.url + '/v1/completions', { prompt: Array.from({ length: 1000 }, (_, i) => 100 + i), max_tokens: 1 });
+      await sleep(300);
+      const t0 = Date.now();
+      const burst = await Promise.all(Array.from({ length: 200 }, (_, i) =>
+        postJson(s.url + '/v1/completions', { prompt: [5, 6, 7 + i], max_tokens: 1 })));
+      const prefilled = await prefill;
+      const statuses = burst.map((r) => r.status);
+      const summary = JSON.stringify({ ok: statuses.filter((x) => x === 200).length,
+        queue_full: burst.filter((r) => r.json?.error?.code === 'queue_full').length, burst_ms: Date.now() - t0 });
+      assert.equal(prefilled.status, 200, prefilled.text);
+      assert.equal(statuses.filter((x) => x === 429).length, 192, summary);
+      assert.equal(statuses.filter((x) => x === 200).length, 8, summary);
+      assert.ok(burst.every((r) => r.status === 200 || r.json.error.code === 'queue_full'), summary);
+    });
 });
 
 test('result cache: a repeated deterministic request is a hit; --no-result-cache turns it off', async () => {
@@ -181,31 +198,78 @@ test('result cache: a repeated deterministic request is a hit; --no-result-cache
   });
 });
 
-test('fallback: NaN logits on the primary re-run on the fallback model, counted', async () => {
-  const dir = tempDir();
-  const nan = path.join(dir, 'nan.gguf');
-  execFileSync('python3', [path.join(HERE, 'make_nan_model.py'), EMBEDDED_GGUF, nan]);
+// One token's embedding row is NaN (the output projection an intact copy): a request holding that token fails
+// inside the engine, the engine itself is fine.
+const POISON = 500;  // not in the health probe's prompt
+function modelWithNaN(name, ...where) {
+  const file = path.join(tempDir(), name);
+  execFileSync('python3', [path.join(HERE, 'make_nan_model.py'), EMBEDDED_GGUF, file, ...where]);
+  return file;
+}
+const greedy = (prompt, max_tokens = 20) => ({ prompt, max_tokens, temperature: 0 });
+
+test('fallback: while the primary fails its probes, requests go to the fallback and are cached under its name', async () => {
+  const nan = modelWithNaN('nan.gguf');
   const expected = await directRun('Once upon a time', 20);
-  await withServer(['-m', nan, '--fallback-model', EMBEDDED_GGUF, '--served-model-name', 'stories260K', '--no-result-cache'],
-    async (s) => {
-      const r = await postJson(s.url + '/v1/completions', { prompt: 'Once upon a time', max_tokens: 20, temperature: 0 });
-      assert.equal(r.status, 200, r.text);
-      assert.equal(r.json.choices[0].text, expected);
-      const st = await fetch(s.url + '/v1/completions', {
-        method: 'POST', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 20, temperature: 0, stream: true }),
-      });
-      const body = await st.text();
-      const text = body.split('\n\n').filter((e) => e.startsWith('data: {'))
-        .map((e) => JSON.parse(e.slice(6)).choices[0]?.text ?? '').join('');
-      assert.equal(text, expected);
-      assert.ok(metricValue(await metrics(s.url), 'tessera_fallbacks_total') >= 2);
+  await withServer(['-m', nan, '--fallback-model', EMBEDDED_GGUF, '--served-model-name', 'stories260K',
+    '--health-check-interval', '0.2'], async (s) => {
+    const ready = await fetch(s.url + '/ready');
+    assert.equal(ready.status, 200);
+    assert.deepEqual(await ready.json(), { ready: true, primary: 'failed', fallback: 'ok', draining: false });
+    const r = await postJson(s.url + '/v1/completions', greedy('Once upon a time'));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].text, expected);
+    const st = await fetch(s.url + '/v1/completions', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ...greedy('Once upon a time'), stream: true, temperature: 0.5, seed: 1 }),
     });
-  // Without a fallback the failure is an error, and /ready turns false.
+    assert.ok((await st.text()).trimEnd().endsWith('data: [DONE]'));
+    // Routed to the fallback, not tried on the primary first and re-run.
+    assert.equal(tesseraMetric(await metrics(s.url), 'fallbacks_total'), 0);
+    assert.equal((await postJson(s.url + '/v1/completions', greedy('Once upon a time'))).headers.get('x-tessera-cache'), 'hit');
+    // The primary is probed again on the interval while it is bad.
+    await sleep(1000);
+    assert.ok(s.stderr.split('the primary model failed its health probe').length - 1 >= 3, s.stderr);
+  });
+});
+
+test('fallback: a request that fails on the primary re-runs on the fallback; the primary stays in service', async () => {
+  const poisoned = modelWithNaN('poisoned.gguf', '--poison-token', String(POISON));
+  await withServer(['-m', poisoned, '--fallback-model', EMBEDDED_GGUF, '--served-model-name', 'stories260K'], async (s) => {
+    const body = { prompt: [1, 403, POISON, 407], max_tokens: 12, temperature: 0 };
+    const r = await postJson(s.url + '/v1/completions', body);
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.json.choices[0].text.length > 0);
+    assert.equal(tesseraMetric(await metrics(s.url), 'fallbacks_total'), 1);
+    await sleep(300);  // the probe the failure asked for passes
+    const ready = await (await fetch(s.url + '/ready')).json();
+    assert.equal(ready.primary, 'ok', JSON.stringify(ready));
+    // The fallback's answer is cached under the fallback's name: with the primary healthy it is no hit.
+    const again = await postJson(s.url + '/v1/completions', body);
+    assert.equal(again.status, 200);
+    assert.equal(again.headers.get('x-tessera-cache'), null);
+    assert.equal(tesseraMetric(await metrics(s.url), 'fallbacks_total'), 2);
+    const plain = await postJson(s.url + '/v1/completions', greedy('Once upon a time'));
+    assert.equal(plain.json.choices[0].text, await directRun('Once upon a time', 20));
+  });
+});
+
+test('readiness: one request with non-finite logits does not take a healthy replica out of service', async () => {
+  const poisoned = modelWithNaN('poisoned.gguf', '--poison-token', String(POISON));
+  await withServer(['-m', poisoned], async (s) => {
+    const r = await postJson(s.url + '/v1/completions', { prompt: [1, 403, POISON], max_tokens: 4, temperature: 0 });
+    expectOpenAiError(assert, r, 500);
+    await sleep(300);  // the probe the failure asked for passes
+    assert.equal((await fetch(s.url + '/ready')).status, 200);
+    assert.equal((await postJson(s.url + '/v1/completions', greedy('Once upon a time', 4))).status, 200);
+    assert.ok(!s.stderr.includes('failed its health probe'), s.stderr);
+  });
+  // A broken engine (every forward pass NaN) fails its probes: not ready, and requests get a 503 to retry.
+  const nan = modelWithNaN('nan.gguf');
   await withServer(['-m', nan], async (s) => {
-    const r = await postJson(s.url + '/v1/completions', { prompt: 'Once upon a time', max_tokens: 5, temperature: 0 });
-    assert.ok(r.status >= 500, r.text);
-    assert.ok(r.json.error);
+    const r = await postJson(s.url + '/v1/completions', greedy('Once upon a time', 5));
+    expectOpenAiError(assert, r, 503);
+    assert.ok(r.headers.get('retry-after'));
     assert.equal((await fetch(s.url + '/ready')).status, 503);
     assert.equal((await fetch(s.url + '/health')).status, 200);
     // Not ready: a 503 a balancer passes on to another replica, not another failed generation.

@@ -38,10 +38,14 @@ export async function freePort() {
 }
 
 // Starts `tessera serve ARGS --port PORT` (0: any free port), reads the bound port from stderr, waits until
-// /ready answers 200 (or, with waitReady false, until /health does).
-export async function startServer(args = [], { waitReady = true, timeoutMs = 60000, port: wanted = 0 } = {}) {
-  const proc = spawn(BINARY, ['serve', '--port', String(wanted), '--threads', '1', ...args],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
+// /ready answers 200 (or, with waitReady false, until /health does). `env`: extra environment variables;
+// `launcher`: a command the binary is run through (e.g. a shell that lowers a limit first), given the binary and its
+// arguments.
+export async function startServer(args = [],
+  { waitReady = true, timeoutMs = 60000, port: wanted = 0, env = {}, launcher = [] } = {}) {
+  const argv = [BINARY, 'serve', '--port', String(wanted), '--threads', '1', ...args];
+  const command = launcher.length ? [...launcher, ...argv] : argv;
+  const proc = spawn(command[0], command.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d.toString(); });
   proc.stdout.on('data', () => {});
@@ -75,6 +79,16 @@ export async function startServer(args = [], { waitReady = true, timeoutMs = 600
     await sleep(50);
   }
   return server;
+}
+
+// Runs fn(server) against a fresh server, which is killed afterwards whatever happened.
+export async function withServer(args, fn, opts) {
+  const server = await startServer(args, opts);
+  try {
+    return await fn(server);
+  } finally {
+    await server.stop('SIGKILL');
+  }
 }
 
 export async function postJson(url, body, headers = {}) {
@@ -129,6 +143,18 @@ export function metricValue(text, prefix) {
     }
   }
   return found ? sum : null;
+}
+
+// A Tessera metric under the default prefix; null when absent.
+export function tesseraMetric(text, name) {
+  return metricValue(text, 'tessera_' + name);
+}
+
+// CPU seconds (user + system) a process has used so far.
+export function cpuSeconds(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;  // utime, stime in clock ticks (USER_HZ = 100)
 }
 
 // Greedy text from the engine directly (`tessera run`), without the prompt echo.

@@ -1,5 +1,4 @@
-// Gateway units: SSE framing, API keys, token buckets, the result cache and cache scopes, Host/Origin checks,
-// the request workers, engine health probes, metrics exposition.
+// Gateway units: SSE framing, API keys, token buckets, the result cache, metrics exposition.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,10 +10,10 @@
 
 #include "model/model.h"
 #include "server/auth.h"
-#include "server/cache_scope.h"
 #include "server/engine_health.h"
 #include "server/origin_policy.h"
 #include "server/request_workers.h"
+#include "server/cache_scope.h"
 #include "server/metrics.h"
 #include "server/rate_limiter.h"
 #include "server/result_cache.h"
@@ -43,11 +42,19 @@ TEST(ServerSse, FramesAndParsesBack) {
   EXPECT_EQ(data, "x");
 }
 
+std::vector<ApiKey> plain_keys(std::initializer_list<const char*> keys) {
+  std::vector<ApiKey> out;
+  for (const char* k : keys) out.push_back(ApiKey{k, {}, 0, {}, {}, {}});
+  return out;
+}
+
 TEST(ServerAuth, BearerKeys) {
-  ApiKeys keys({"sk-one", "sk-two"});
+  ApiKeys keys(plain_keys({"sk-one", "sk-two"}));
   EXPECT_TRUE(keys.enabled());
-  EXPECT_EQ(keys.check("Bearer sk-two"), "sk-two");
-  EXPECT_EQ(keys.check("bearer sk-one"), "sk-one");
+  ASSERT_NE(keys.check("Bearer sk-two"), nullptr);
+  EXPECT_EQ(keys.check("Bearer sk-two")->key, "sk-two");
+  EXPECT_EQ(keys.check("Bearer sk-two")->name, "key-2");  // the identity caches are keyed on
+  EXPECT_EQ(keys.check("bearer sk-one")->name, "key-1");
   EXPECT_FALSE(keys.check("Bearer sk-on"));
   EXPECT_FALSE(keys.check("Bearer sk-one1"));
   EXPECT_FALSE(keys.check("sk-one"));
@@ -57,43 +64,89 @@ TEST(ServerAuth, BearerKeys) {
   EXPECT_FALSE(constant_time_equal("abc", "abd"));
   EXPECT_FALSE(constant_time_equal("abc", "ab"));
   EXPECT_FALSE(constant_time_equal("", "a"));
+  EXPECT_THROW(ApiKeys(plain_keys({"sk-one", "sk-one"})), Error);
 }
 
-TEST(ServerAuth, KeysFile) {
+TEST(ServerAuth, KeysFileWithAttributes) {
   const std::string path = ::testing::TempDir() + "/tessera_keys.txt";
   {
     std::ofstream out(path);
-    out << "# comment\n\n  sk-a  \r\nsk-b\n";
+    out << "# comment\n\n  sk-a  \r\nsk-b name=alice priority_min=-10 rps=2.5 tpm=1000 burst=4\n"
+           "sk-c priority_min=5\n";
   }
-  EXPECT_EQ(ApiKeys::read_file(path), (std::vector<std::string>{"sk-a", "sk-b"}));
+  const std::vector<ApiKey> read = ApiKeys::read_file(path);
+  ASSERT_EQ(read.size(), 3u);
+  EXPECT_EQ(read[0].key, "sk-a");
+  EXPECT_EQ(read[0].priority_min, 0);
+  EXPECT_FALSE(read[0].rps);
+  EXPECT_EQ(read[1].key, "sk-b");
+  EXPECT_EQ(read[1].name, "alice");
+  EXPECT_EQ(read[1].priority_min, -10);
+  EXPECT_EQ(read[1].default_priority(), 0);
+  EXPECT_EQ(read[2].default_priority(), 5);  // a request without a priority runs at the key's floor
+  const RateLimits l = read[1].limits({1.0, 0.0, 50.0});
+  EXPECT_EQ(l.requests_per_second, 2.5);
+  EXPECT_EQ(l.tokens_per_minute, 1000.0);
+  EXPECT_EQ(l.request_burst, 4.0);
+  EXPECT_EQ(read[0].limits({1.0, 0.0, 50.0}).tokens_per_minute, 50.0);
+  const ApiKeys keys(read);
+  EXPECT_EQ(keys.check("Bearer sk-a")->name, "key-1");
+  EXPECT_EQ(keys.check("Bearer sk-b")->name, "alice");
   EXPECT_THROW(ApiKeys::read_file(path + ".missing"), Error);
+  // The environment variable's form: entries separated by commas too.
+  const auto env = ApiKeys::parse("sk-x name=x,sk-y\nsk-z", "TESSERA_API_KEYS", "\n,");
+  ASSERT_EQ(env.size(), 3u);
+  EXPECT_EQ(env[2].key, "sk-z");
+}
+
+// Errors name the entry and the attribute, never the key.
+TEST(ServerAuth, KeysFileErrorsNeverQuoteTheKey) {
+  for (const std::string bad : {"sk-secret colour=blue", "sk-secret name=", "sk-secret name=a/b", "sk-secret rps=-1",
+                                "sk-secret tpm=x", "sk-secret priority_min=1.5", "sk-secret bare"}) {
+    try {
+      ApiKeys::parse("sk-ok\n" + bad, "keys");
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(message.find("sk-secret"), std::string::npos) << message;
+      EXPECT_EQ(message.rfind("keys entry 2: ", 0), 0u) << message;
+    }
+  }
 }
 
 TEST(ServerRateLimiter, RequestsPerSecondRefill) {
-  RateLimiter lim({/*rps=*/2.0, /*burst=*/2.0, /*tpm=*/0.0});
+  RateLimiter lim;
+  const RateLimits l{/*rps=*/2.0, /*burst=*/2.0, /*tpm=*/0.0};
   const auto t0 = RateLimiter::Clock::time_point{} + 100s;
-  EXPECT_TRUE(lim.acquire("k", 0, t0).allowed);
-  EXPECT_TRUE(lim.acquire("k", 0, t0).allowed);
-  const auto d = lim.acquire("k", 0, t0);
+  EXPECT_TRUE(lim.acquire_request("k", l, t0).allowed);
+  EXPECT_TRUE(lim.acquire_request("k", l, t0).allowed);
+  const auto d = lim.acquire_request("k", l, t0);
   EXPECT_FALSE(d.allowed);
   EXPECT_STREQ(d.reason, "requests");
   EXPECT_NEAR(d.retry_after_s, 0.5, 1e-9);
-  EXPECT_TRUE(lim.acquire("other", 0, t0).allowed);  // per key
-  EXPECT_TRUE(lim.acquire("k", 0, t0 + 500ms).allowed);
-  EXPECT_FALSE(lim.acquire("k", 0, t0 + 500ms).allowed);
+  EXPECT_TRUE(lim.acquire_request("other", l, t0).allowed);  // per key
+  EXPECT_TRUE(lim.acquire_request("k", l, t0 + 500ms).allowed);
+  EXPECT_FALSE(lim.acquire_request("k", l, t0 + 500ms).allowed);
+  EXPECT_TRUE(lim.acquire_tokens("k", l, 1e9, t0).allowed);  // no token limit
+  // Each key's own limits: this one allows 10 per second.
+  const RateLimits fast{10.0, 0.0, 0.0};
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(lim.acquire_request("fast", fast, t0).allowed);
+  EXPECT_FALSE(lim.acquire_request("fast", fast, t0).allowed);
 }
 
 TEST(ServerRateLimiter, TokensPerMinuteWithRefund) {
-  RateLimiter lim({0.0, 0.0, /*tpm=*/600.0});
+  RateLimiter lim;
+  const RateLimits l{0.0, 0.0, /*tpm=*/600.0};
   const auto t0 = RateLimiter::Clock::time_point{} + 100s;
-  EXPECT_TRUE(lim.acquire("k", 500, t0).allowed);
-  auto d = lim.acquire("k", 200, t0);
+  EXPECT_TRUE(lim.acquire_tokens("k", l, 500, t0).allowed);
+  auto d = lim.acquire_tokens("k", l, 200, t0);
   EXPECT_FALSE(d.allowed);
   EXPECT_STREQ(d.reason, "tokens");
   EXPECT_NEAR(d.retry_after_s, 10.0, 1e-6);  // 100 tokens short at 10 tokens/s
-  lim.refund("k", 100, t0);
-  EXPECT_TRUE(lim.acquire("k", 200, t0).allowed);
-  EXPECT_FALSE(RateLimiter({}).enabled());
+  lim.refund("k", l, 100, t0);
+  EXPECT_TRUE(lim.acquire_tokens("k", l, 200, t0).allowed);
+  EXPECT_TRUE(lim.acquire_request("k", l, t0).allowed);  // no request limit
+  EXPECT_FALSE(RateLimits{}.limits_requests() || RateLimits{}.limits_tokens());
 }
 
 CachedResult result(const std::string& text) {
@@ -130,18 +183,25 @@ TEST(ServerResultCache, LruTtlAndMemoryCap) {
   EXPECT_FALSE(off.get("a", t0));
 }
 
-TEST(ServerResultCache, KeyCoversParametersAndPrompt) {
+TEST(ServerResultCache, KeyCoversTenantSaltParametersAndPrompt) {
   ApiRequest a;
   a.sampling.temperature = 0.0f;
   ApiRequest b = a;
-  EXPECT_EQ(result_cache_key(a, "m", {1, 2}), result_cache_key(b, "m", {1, 2}));
-  EXPECT_NE(result_cache_key(a, "m", {1, 2}), result_cache_key(a, "m", {1, 3}));
-  EXPECT_NE(result_cache_key(a, "m", {1, 2}), result_cache_key(a, "m2", {1, 2}));
+  const std::string t = "alice";
+  EXPECT_EQ(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(a, "m", {1, 3}, t));
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(a, "m2", {1, 2}, t));
+  // What one tenant asked is never another's hit; the salt separates further within a tenant.
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(a, "m", {1, 2}, "bob"));
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(a, "m", {1, 2}, ""));
+  b.cache_salt = "s1";
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
+  b = a;
   b.sampling.max_tokens = 99;
-  EXPECT_NE(result_cache_key(a, "m", {1, 2}), result_cache_key(b, "m", {1, 2}));
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
   b = a;
   b.sampling.stop = {"x"};
-  EXPECT_NE(result_cache_key(a, "m", {1, 2}), result_cache_key(b, "m", {1, 2}));
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
   ApiRequest sampled;
   sampled.sampling.temperature = 1.0f;
   EXPECT_FALSE(sampled.deterministic());

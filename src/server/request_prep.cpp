@@ -1,0 +1,98 @@
+// Request preparation: parse, check, render, tokenize.
+#include "server/request_prep.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "server/errors.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera::server {
+namespace {
+
+std::optional<int64_t> header_int(const HttpRequest& req, std::string_view name, int64_t lo, int64_t hi) {
+  const std::string_view v = req.header(name);
+  if (v.empty()) return std::nullopt;
+  int64_t x = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi)
+    throw ApiException(ErrorCode::InvalidRequest,
+                       "header " + std::string(name) + " must be an integer between " + std::to_string(lo) +
+                           " and " + std::to_string(hi));
+  return x;
+}
+
+}  // namespace
+
+RequestPreparer::RequestPreparer(const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+                                 const SpecialTokenEncoder& encoder, PrepOptions options)
+    : tokenizer_(tokenizer), chat_template_(chat_template), encoder_(encoder), options_(std::move(options)) {
+  // A piece is never shorter than the text it stands for: "<0x41>" for one byte, "▁the" for " the", a byte-level
+  // BPE piece in its two-bytes-per-byte alphabet. An unknown character (up to 4 bytes) may become one token.
+  longest_piece_ = 4;
+  for (const std::string& t : tokenizer.vocab().tokens) longest_piece_ = std::max(longest_piece_, t.size());
+}
+
+void RequestPreparer::check_text_fits(size_t bytes, const char* param) const {
+  const uint64_t most = uint64_t(options_.n_ctx) * longest_piece_;
+  if (bytes > most)
+    throw ApiException(ErrorCode::ContextLengthExceeded,
+                       "this model's maximum context length is " + std::to_string(options_.n_ctx) +
+                           " tokens; the prompt's " + std::to_string(bytes) + " bytes are more than that many " +
+                           "tokens can hold (at most " + std::to_string(longest_piece_) + " bytes each)",
+                       param);
+}
+
+std::vector<int32_t> RequestPreparer::tokenize(const ApiRequest& r) const {
+  if (r.endpoint == Endpoint::ChatCompletions) {
+    const std::string text = chat_template_.render(r.messages, r.chat_template_kwargs);
+    check_text_fits(text.size(), "messages");
+    return encoder_.encode(text, true);
+  }
+  if (r.prompt_is_tokens) {
+    for (int32_t t : r.prompt_tokens)
+      if (t < 0 || t >= tokenizer_.n_vocab())
+        throw ApiException(ErrorCode::InvalidRequest, "token id " + std::to_string(t) + " is out of range", "prompt");
+    return r.prompt_tokens;
+  }
+  check_text_fits(r.prompt.size(), "prompt");
+  return tokenizer_.encode(r.prompt, true);
+}
+
+PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& http, const ApiKey* key) const {
+  const nlohmann::json body = parse_body(http.body);
+  PreparedRequest p;
+  ApiRequest& req = p.request;
+  req = endpoint == Endpoint::Completions
+            ? parse_completion_request(body, options_.parse_limits, options_.base_sampling)
+            : parse_chat_request(body, options_.parse_limits, options_.base_sampling);
+  if (!req.priority) req.priority = header_int(http, "X-Priority", -1000000, 1000000);
+  if (key && !req.priority) req.priority = key->default_priority();
+  if (key && *req.priority < key->priority_min)
+    throw ApiException(ErrorCode::PermissionDenied,
+                       "priority " + std::to_string(*req.priority) + " is more urgent than this API key may ask for (" +
+                           std::to_string(key->priority_min) + " at the most urgent)",
+                       "priority");
+  if (!req.timeout_ms) req.timeout_ms = header_int(http, "X-Timeout-Ms", 1, 24LL * 3600 * 1000);
+  if (!req.timeout_ms && options_.default_timeout_ms > 0) req.timeout_ms = options_.default_timeout_ms;
+  if (!req.model.empty() && req.model != options_.model_name)
+    throw ApiException(ErrorCode::ModelNotFound, "the model '" + req.model + "' does not exist", "model");
+
+  p.prompt = tokenize(req);
+  const int64_t n_ctx = options_.n_ctx;
+  const int64_t room = n_ctx - int64_t(p.prompt.size());
+  if (!req.max_tokens_given) {
+    const int64_t wanted = endpoint == Endpoint::Completions ? 16 : room;
+    req.sampling.max_tokens = int32_t(std::max<int64_t>(1, std::min(wanted, room)));
+  }
+  if (p.prompt.empty() || int64_t(p.prompt.size()) + req.sampling.max_tokens > n_ctx) {
+    throw ApiException(ErrorCode::ContextLengthExceeded,
+                       "this model's maximum context length is " + std::to_string(n_ctx) +
+                           " tokens; the request has " + std::to_string(p.prompt.size()) + " prompt tokens and " +
+                           std::to_string(req.sampling.max_tokens) + " tokens to generate",
+                       req.max_tokens_given ? "max_tokens" : (endpoint == Endpoint::Completions ? "prompt" : "messages"));
+  }
+  return p;
+}
+
+}  // namespace tessera::server

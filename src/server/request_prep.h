@@ -1,0 +1,60 @@
+// What a worker thread makes of a generation request before the gateway's stateful steps (token budget, result
+// cache, queue, engine): the body parsed and validated, the priority and deadline headers applied and checked
+// against the API key's allowance, the prompt rendered and tokenized, and its size checked against the context.
+// Reads only state fixed at start-up, so it runs on any thread; every failure is an ApiException.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/auth.h"
+#include "server/chat_template.h"
+#include "server/http_server.h"
+#include "server/openai_json.h"
+
+namespace tessera {
+class Tokenizer;
+}
+
+namespace tessera::server {
+
+struct PrepOptions {
+  std::string model_name;     // what `model` must name (or omit)
+  int64_t n_ctx = 0;
+  ParseLimits parse_limits;
+  SamplingParams base_sampling;
+  int64_t default_timeout_ms = 0;  // 0: none unless the request sets one
+};
+
+struct PreparedRequest {
+  ApiRequest request;           // priority and timeout_ms filled from the headers and the key
+  std::vector<int32_t> prompt;  // token ids, within the context together with max_tokens
+};
+
+class RequestPreparer {
+ public:
+  // Keeps references: all must outlive it.
+  RequestPreparer(const Tokenizer& tokenizer, const ChatTemplate& chat_template, const SpecialTokenEncoder& encoder,
+                  PrepOptions options);
+
+  // `key`: the request's API key, null without keys. Throws ApiException.
+  PreparedRequest prepare(Endpoint endpoint, const HttpRequest& http, const ApiKey* key) const;
+  const PrepOptions& options() const { return options_; }
+  // Bytes of the longest token piece: no token stands for more text than this.
+  size_t longest_piece() const { return longest_piece_; }
+
+ private:
+  std::vector<int32_t> tokenize(const ApiRequest& request) const;
+  // A text prompt too long for the context whatever it tokenizes to is refused before it is tokenized.
+  void check_text_fits(size_t bytes, const char* param) const;
+
+  const Tokenizer& tokenizer_;
+  const ChatTemplate& chat_template_;
+  const SpecialTokenEncoder& encoder_;
+  PrepOptions options_;
+  size_t longest_piece_ = 1;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,312 @@
+// The Service behind the HTTP layer, driven with in-memory requests on the embedded model: tenants' caches kept
+// apart, the key's priority allowance, /metrics behind a key, the io thread never doing a request's CPU work, the
+// queue bound as a reservation, engine errors mapped to their statuses, and a throw while handling a request
+// ending only that request.
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "server/service.h"
+
+namespace tessera::server {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+class FakeResponder : public Responder {
+ public:
+  void add_response_header(std::string name, std::string value) override {
+    headers.emplace_back(std::move(name), std::move(value));
+  }
+  void send(int s, std::string_view, std::string b, const Headers& extra) override {
+    status = s;
+    body = std::move(b);
+    headers.insert(headers.end(), extra.begin(), extra.end());
+    done = true;
+  }
+  void start_stream(int s, std::string_view, const Headers& extra) override {
+    status = s;
+    headers.insert(headers.end(), extra.begin(), extra.end());
+  }
+  void write(std::string_view data) override {
+    if (throw_on_write-- == 0) throw std::runtime_error("a bug while writing");
+    body.append(data);
+  }
+  void end_stream() override { done = true; }
+  bool open() const override { return !aborted; }
+  void on_close(std::function<void()> cb) override { close_cb = std::move(cb); }
+  void abort() override { aborted = done = true; }
+
+  std::string header(std::string_view name) const {
+    for (const auto& [k, v] : headers)
+      if (k == name) return v;
+    return {};
+  }
+  json body_json() const { return json::parse(body); }
+  std::string error_code() const { return body_json()["error"]["code"].get<std::string>(); }
+
+  int status = 0;
+  std::string body;
+  Headers headers;
+  bool done = false, aborted = false;
+  int throw_on_write = -1;  // the write (0 = the first) that throws
+  std::function<void()> close_cb;
+};
+
+EngineOptions small_engine() {
+  EngineOptions o;
+  o.threads = 1;
+  o.kv_blocks = 256;
+  o.max_seqs = 16;
+  return o;
+}
+
+std::shared_ptr<const Model> model() {
+  static std::shared_ptr<const Model> m = Model::load_embedded();
+  return m;
+}
+
+ApiKey key(const std::string& secret, const std::string& name, int32_t priority_min = 0) {
+  return ApiKey{secret, name, priority_min, {}, {}, {}};
+}
+
+// A Service on the embedded model, warmed up, with the io_context run by the test thread while it waits.
+class Harness {
+ public:
+  // `warm_up`: probe the engine first, as `tessera serve` does (requests are served either way).
+  explicit Harness(ServiceOptions o = {}, EngineOptions e = small_engine(), bool warm_up = true) {
+    o.model_name = "stories260K";
+    engine = std::make_shared<Engine>(model(), e);
+    service = std::make_unique<Service>(ioc, engine, nullptr, std::move(o));
+    if (warm_up) {
+      EXPECT_TRUE(service->warm_up());
+    }
+  }
+  ~Harness() {
+    service->cancel_all();
+    run_until([&] { return service->n_in_flight() == 0; });
+  }
+
+  std::shared_ptr<FakeResponder> start(const std::string& method, const std::string& path, const std::string& body,
+                                       Headers headers = {}) {
+    HttpRequest r;
+    r.method = method;
+    r.target = path;
+    r.body = body;
+    r.headers = std::move(headers);
+    r.remote = "127.0.0.1";
+    auto resp = std::make_shared<FakeResponder>();
+    service->handle(std::move(r), resp);
+    return resp;
+  }
+  std::shared_ptr<FakeResponder> call(const std::string& method, const std::string& path, const json& body = nullptr,
+                                      Headers headers = {}) {
+    auto resp = start(method, path, body.is_null() ? "" : body.dump(), std::move(headers));
+    EXPECT_TRUE(run_until([&] { return resp->done; })) << method << " " << path;
+    return resp;
+  }
+  std::shared_ptr<FakeResponder> complete(const json& body, Headers headers = {}) {
+    return call("POST", "/v1/completions", body, std::move(headers));
+  }
+  template <typename Pred>
+  bool run_until(Pred done, std::chrono::seconds limit = 60s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      ioc.run_for(2ms);
+    }
+    return true;
+  }
+
+  boost::asio::io_context ioc;
+  // Keeps run_for() waiting for work rather than stopping the context when it runs out (posts come from the
+  // worker and engine threads).
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard = boost::asio::make_work_guard(ioc);
+  std::shared_ptr<Engine> engine;
+  std::unique_ptr<Service> service;
+};
+
+Headers bearer(const std::string& secret) { return {{"Authorization", "Bearer " + secret}}; }
+
+const json kGreedy = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
+
+TEST(ServiceTenancy, ResultCacheHitsOnlyTheSameTenantAndSalt) {
+  ServiceOptions o;
+  o.api_keys = {key("sk-a", "alice"), key("sk-a2", "alice"), key("sk-b", "bob")};
+  Harness h(o);
+  EXPECT_EQ(h.complete(kGreedy, bearer("sk-a"))->header("X-Tessera-Cache"), "");
+  EXPECT_EQ(h.complete(kGreedy, bearer("sk-a"))->header("X-Tessera-Cache"), "hit");
+  EXPECT_EQ(h.complete(kGreedy, bearer("sk-a2"))->header("X-Tessera-Cache"), "hit");  // alice's other key
+  const auto bob = h.complete(kGreedy, bearer("sk-b"));
+  EXPECT_EQ(bob->status, 200);
+  EXPECT_EQ(bob->header("X-Tessera-Cache"), "") << "bob must not learn what alice asked";
+  json salted = kGreedy;
+  salted["cache_salt"] = "private";
+  EXPECT_EQ(h.complete(salted, bearer("sk-a"))->header("X-Tessera-Cache"), "");
+  EXPECT_EQ(h.complete(salted, bearer("sk-a"))->header("X-Tessera-Cache"), "hit");
+  salted["cache_salt"] = std::string(2000, 's');
+  EXPECT_EQ(h.complete(salted, bearer("sk-a"))->status, 400);
+}
+
+std::string long_prompt() {
+  std::string p;
+  for (int i = 0; i < 6; ++i) p += "Lily and Ben went to the park to play with a big red ball. ";
+  return p;
+}
+
+int64_t cached_tokens(const FakeResponder& r) {
+  const json usage = r.body_json()["usage"];
+  return usage.contains("prompt_tokens_details") ? usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>() : 0;
+}
+
+// The prefix-cache prompt leak: cached_tokens told a tenant how much of its prompt another had sent. Tenants
+// share no blocks unless --shared-prefix-cache.
+TEST(ServiceTenancy, PrefixCacheIsPerTenantUnlessShared) {
+  for (const bool shared : {false, true}) {
+    ServiceOptions o;
+    o.api_keys = {key("sk-a", "alice"), key("sk-b", "bob")};
+    o.result_cache_bytes = 0;
+    o.shared_prefix_cache = shared;
+    Harness h(o);
+    json first = {{"prompt", long_prompt() + "Then"}, {"max_tokens", 2}, {"temperature", 0}};
+    ASSERT_EQ(h.complete(first, bearer("sk-a"))->status, 200);
+    json probe = {{"prompt", long_prompt() + "Then the dog"}, {"max_tokens", 2}, {"temperature", 0}};
+    const auto bob = h.complete(probe, bearer("sk-b"));
+    ASSERT_EQ(bob->status, 200);
+    if (shared) EXPECT_GT(cached_tokens(*bob), 0);
+    else EXPECT_EQ(cached_tokens(*bob), 0) << "bob's usage reveals alice's prompt";
+    probe["prompt"] = long_prompt() + "Then a cat";
+    EXPECT_GT(cached_tokens(*h.complete(probe, bearer("sk-a"))), 0);  // alice's own prefix is reused
+    probe["cache_salt"] = "fresh";
+    EXPECT_EQ(cached_tokens(*h.complete(probe, bearer("sk-a"))), 0);
+  }
+}
+
+TEST(ServiceKeys, PriorityBeyondTheKeysAllowanceIs403) {
+  ServiceOptions o;
+  o.api_keys = {key("sk-plain", "plain"), key("sk-vip", "vip", -100)};
+  Harness h(o);
+  json urgent = kGreedy;
+  urgent["priority"] = -5;
+  const auto refused = h.complete(urgent, bearer("sk-plain"));
+  EXPECT_EQ(refused->status, 403);
+  EXPECT_EQ(refused->error_code(), "permission_denied");
+  EXPECT_EQ(refused->body_json()["error"]["param"], "priority");
+  Headers header = bearer("sk-plain");
+  header.emplace_back("X-Priority", "-1");
+  EXPECT_EQ(h.complete(kGreedy, header)->status, 403);
+  urgent["priority"] = 3;
+  EXPECT_EQ(h.complete(urgent, bearer("sk-plain"))->status, 200);
+  urgent["priority"] = -5;
+  EXPECT_EQ(h.complete(urgent, bearer("sk-vip"))->status, 200);
+  urgent["priority"] = -101;
+  EXPECT_EQ(h.complete(urgent, bearer("sk-vip"))->status, 403);
+  Harness open;  // without keys, priority stays as it was
+  urgent["priority"] = -1000000;
+  EXPECT_EQ(open.complete(urgent)->status, 200);
+}
+
+TEST(ServiceKeys, MetricsNeedAKeyUnlessPublic) {
+  ServiceOptions o;
+  o.api_keys = {key("sk-a", "alice")};
+  Harness h(o);
+  EXPECT_EQ(h.call("GET", "/metrics")->status, 401);
+  EXPECT_EQ(h.call("GET", "/metrics", nullptr, bearer("sk-a"))->status, 200);
+  EXPECT_EQ(h.call("GET", "/health")->status, 200);
+  EXPECT_EQ(h.call("GET", "/ready")->status, 200);
+  o.metrics_public = true;
+  Harness pub(o);
+  EXPECT_EQ(pub.call("GET", "/metrics")->status, 200);
+  EXPECT_EQ(pub.call("GET", "/v1/models")->status, 401);
+}
+
+// Regression: parsing, the chat template and tokenizing ran in the handler, on the io thread: a megabyte of '<'
+// held every stream, /health and /metrics for the whole of it. The handler now returns at once.
+TEST(ServiceIoThread, TheHandlerLeavesTheRequestsCpuWorkToTheWorkers) {
+  Harness h;
+  const json flood = {{"messages", {{{"role", "user"}, {"content", std::string(1 << 20, '<')}}}}, {"max_tokens", 4}};
+  const std::string body = flood.dump();
+  double slowest = 0.0;
+  std::vector<std::shared_ptr<FakeResponder>> responses;
+  for (int i = 0; i < 4; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    responses.push_back(h.start("POST", "/v1/chat/completions", body));
+    slowest = std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto health = h.call("GET", "/health");
+  const double health_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(health->status, 200);
+  EXPECT_LT(health_s, 0.1) << "/health waited for the floods";
+  EXPECT_LT(slowest, 0.02) << "the handler did the request's work itself";
+  for (auto& r : responses) {
+    ASSERT_TRUE(h.run_until([&] { return r->done; }));
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(r->error_code(), "context_length_exceeded");
+  }
+}
+
+// Regression: --max-queue compared against a count the engine publishes once per step, so a burst was admitted
+// whole. Admission now reserves a slot: exactly the overflow is refused.
+TEST(ServiceQueue, ABurstGetsExactlyTheOverflowAs429) {
+  ServiceOptions o;
+  o.max_queue = 8;
+  o.result_cache_bytes = 0;
+  EngineOptions e = small_engine();
+  e.batching = BatchingMode::Window;  // the batch waits for 1000 requests or 30 s: nothing starts meanwhile
+  e.preferred_batch = 1000;
+  e.max_wait_ms = 30000;
+  Harness h(o, e, /*warm_up=*/false);  // its probe would wait for the window too
+  std::vector<std::shared_ptr<FakeResponder>> burst;
+  for (int i = 0; i < 30; ++i) burst.push_back(h.start("POST", "/v1/completions", kGreedy.dump()));
+  auto n_refused = [&] {
+    return std::count_if(burst.begin(), burst.end(), [](const auto& r) { return r->done && r->status == 429; });
+  };
+  ASSERT_TRUE(h.run_until([&] { return n_refused() == 22; }));
+  h.run_until([] { return false; }, 1s);  // nothing more is refused, nothing more completes
+  EXPECT_EQ(n_refused(), 22);
+  for (const auto& r : burst) {
+    if (r->done) {
+      EXPECT_EQ(r->error_code(), "queue_full");
+    }
+  }
+  EXPECT_EQ(h.service->n_in_flight(), 8);
+  json two = kGreedy;
+  two["n"] = 2;
+  EXPECT_EQ(h.complete(two)->status, 429);  // n choices take n slots
+}
+
+// Every engine error was a 400, "the engine is shutting down" included: that one is a 503.
+TEST(ServiceErrors, AStoppedEngineIs503) {
+  Harness h;
+  h.engine->stop();
+  const auto r = h.complete(kGreedy);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->error_code(), "service_unavailable");
+  EXPECT_FALSE(r->header("Retry-After").empty());
+}
+
+// A throw while handling a request's events (a bug) ends that request with an error, never the io thread; the
+// next request is served.
+TEST(ServiceErrors, AThrowWhileStreamingEndsOnlyThatRequest) {
+  Harness h;
+  json stream = kGreedy;
+  stream["stream"] = true;
+  auto r = h.start("POST", "/v1/completions", stream.dump());
+  r->throw_on_write = 1;  // the second chunk
+  ASSERT_NO_THROW(ASSERT_TRUE(h.run_until([&] { return r->done; })));
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"code\":\"internal_error\""), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos);
+  EXPECT_TRUE(h.run_until([&] { return h.service->n_in_flight() == 0; }));
+  EXPECT_EQ(h.complete(kGreedy)->status, 200);
+}
+
+}  // namespace
+}  // namespace tessera::server
