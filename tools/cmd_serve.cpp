@@ -37,6 +37,8 @@ struct ServeOptions {
   LoadOptions load;  // primary and fallback model
   std::vector<std::string> api_keys;
   std::string api_keys_file;
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> cors_origins;
   int64_t max_connections = 0;  // 0: sized to the descriptor limit
   double health_recheck_s = 10.0;
   bool metrics_require_key = false;  // the default with keys now; accepted for old command lines
@@ -115,6 +117,7 @@ int serve(ServeOptions& o) {
   o.service.model_name = o.served_name.empty() ? default_model_name(o.model_path) : o.served_name;
   o.service.fallback_model_name = default_model_name(o.fallback_path);
   o.service.api_keys = configured_keys(o);
+  o.service.origins = server::OriginPolicy(o.http.host, o.allowed_hosts, o.cors_origins);
   o.service.health_recheck = std::chrono::milliseconds(int64_t(o.health_recheck_s * 1000));
   o.service.result_cache_bytes = o.no_result_cache ? 0 : uint64_t(o.result_cache_mb * 1024 * 1024);
   o.service.result_cache_ttl_ms = int64_t(o.result_cache_ttl_s * 1000);
@@ -250,6 +253,14 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_flag("--shared-prefix-cache", o->service.shared_prefix_cache,
                 "tenants (API key names) share cached prompt prefixes: for a single-tenant deployment. By default "
                 "each tenant's prefixes are its own, so cached_tokens reveals nothing of another's prompts");
+  cmd->add_option("--allowed-hosts", o->allowed_hosts,
+                  "Host header values the server answers to (repeatable or comma-separated; '*': any). Default: "
+                  "the loopback names when bound to a loopback address, else any")
+      ->delimiter(',');
+  cmd->add_option("--cors-origins", o->cors_origins,
+                  "browser origins (scheme://host[:port]) allowed to POST, with CORS headers for them (repeatable "
+                  "or comma-separated; '*': any). Default: none")
+      ->delimiter(',');
   cmd->add_option("--metrics-prefix", o->service.metrics_prefix,
                   "metric name prefix; 'vllm:' exports vLLM's exact names for the metrics vLLM has too (the rest "
                   "stay tessera_), for dashboards and autoscalers written for vLLM")

@@ -120,15 +120,45 @@ Service::Client Service::authenticate(const HttpRequest& req, bool required) {
   return client;
 }
 
+void Service::check_origin(const HttpRequest& req) const {
+  const std::string_view origin = req.header("Origin");
+  if (!options_.origins.origin_allowed(origin))
+    throw ApiException(ErrorCode::PermissionDenied,
+                       "browser requests from origin '" + std::string(origin.substr(0, 200)) +
+                           "' are not allowed (--cors-origins)");
+}
+
+void Service::answer_preflight(const HttpRequest& req, Responder& responder) {
+  const std::string_view origin = req.header("Origin");
+  if (!options_.origins.cors(origin)) {
+    check_origin(req);  // a listed origin passes; anything else is a 403 naming it
+    throw ApiException(ErrorCode::MethodNotAllowed, "method OPTIONS is not allowed here");
+  }
+  metrics_->count_status(204);
+  responder.send(204, "text/plain", "",
+                 {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                  {"Access-Control-Allow-Headers", "Authorization, Content-Type, X-Priority, X-Timeout-Ms"},
+                  {"Access-Control-Max-Age", "600"}});
+}
+
 void Service::route(HttpRequest& req, const std::shared_ptr<Responder>& responder) {
   if (req.body_too_large)
     throw ApiException(ErrorCode::PayloadTooLarge, "the request body is larger than the server accepts");
+  if (!options_.origins.host_allowed(req.header("Host")))
+    throw ApiException(ErrorCode::PermissionDenied,
+                       "the Host '" + std::string(req.header("Host").substr(0, 200)) +
+                           "' is not one this server answers to (--allowed-hosts)");
+  if (const std::string_view origin = req.header("Origin"); options_.origins.cors(origin)) {
+    responder->add_response_header("Access-Control-Allow-Origin", std::string(origin));
+    responder->add_response_header("Vary", "Origin");
+  }
   const std::string_view path = req.path();
   const bool get = req.method == "GET" || req.method == "HEAD";
   const bool post = req.method == "POST";
   auto method_check = [&](bool ok) {
     if (!ok) throw ApiException(ErrorCode::MethodNotAllowed, "method " + req.method + " is not allowed here");
   };
+  if (req.method == "OPTIONS") return answer_preflight(req, *responder);
 
   if (path == "/health") {
     method_check(get);
@@ -151,6 +181,7 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Responder>& responde
     send_json(*responder, 200, {{"object", "list"}, {"data", json::array({model})}});
   } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
     method_check(post);
+    check_origin(req);
     Client client = authenticate(req, true);
     handle_generation(path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, req, responder,
                       std::move(client));

@@ -1,5 +1,5 @@
-// The OpenAI-compatible service: routes, gateway checks (auth and the key's allowance, rate limits, queue bound,
-// result cache) and the engines behind them (a primary and an optional fallback replica).
+// The OpenAI-compatible service: routes, gateway checks (Host and Origin, auth and the key's allowance, rate
+// limits, queue bound, result cache) and the engines behind them (a primary and an optional fallback replica).
 // The io thread does only what is cheap and stateful; parsing, the chat template and tokenizing run on a few
 // worker threads (RequestWorkers), after the request-count limit. Engine events are posted back to the io
 // thread.
@@ -24,6 +24,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_json.h"
+#include "server/origin_policy.h"
 #include "server/rate_limiter.h"
 #include "server/request_prep.h"
 #include "server/request_workers.h"
@@ -49,6 +50,7 @@ struct ServiceOptions {
   // Replaces the model's chat template (tessera serve --chat-template FILE); set but empty: no template (the
   // contents-joined fallback). Absent: the model's own.
   std::optional<std::string> chat_template;
+  OriginPolicy origins;                 // Host and browser Origin checks
   int parse_workers = 0;                // threads that parse, render and tokenize; 0: a quarter of the cores (1-4)
   size_t max_pending_parses = 4096;     // requests waiting for them; more is a 503 (serve: --max-connections)
   std::chrono::milliseconds health_recheck{10000};  // how often an engine marked bad is probed again
@@ -93,6 +95,8 @@ class Service {
 
   void route(HttpRequest& request, const std::shared_ptr<Responder>& responder);
   Client authenticate(const HttpRequest& request, bool required);
+  void check_origin(const HttpRequest& request) const;
+  void answer_preflight(const HttpRequest& request, Responder& responder);
   void send_metrics(Responder& responder);
   // Request-count limit, then the CPU work on a worker thread; admit() continues on the io thread.
   void handle_generation(Endpoint endpoint, HttpRequest& request, const std::shared_ptr<Responder>& responder,

@@ -1,13 +1,13 @@
 // Tenants on one server (issue 17), against the real binary: API keys from a file and the environment with
 // per-key attributes; the result cache and the prefix cache kept apart per tenant (cache_salt separating
 // further, --shared-prefix-cache sharing prefixes); priority beyond a key's allowance is a 403; per-key rate
-// limits; /metrics behind a key unless --metrics-public.
+// limits; /metrics behind a key unless --metrics-public; Host and Origin checks against DNS rebinding and CSRF.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { BINARY, withServer, postJson, tempDir, expectOpenAiError } from './harness.mjs';
+import { BINARY, withServer, postJson, curl, tempDir, expectOpenAiError } from './harness.mjs';
 
 const KEYS = `# tenants: alice has two keys, bob is rate limited, ops may jump the queue
 sk-alice-1 name=alice
@@ -93,4 +93,29 @@ test('a bad keys file stops the server with a message that names the entry, neve
   assert.ok(!stderr.includes('sk-very-secret'), stderr);
   const help = execFileSync(BINARY, ['serve', '--help']).toString();
   assert.ok(help.includes('visible to every user in `ps`'), help);
+});
+
+test('Host and Origin: DNS rebinding and cross-site POSTs are refused, listed origins get CORS', async () => {
+  const body = path.join(tempDir(), 'body.json');
+  writeFileSync(body, JSON.stringify(GREEDY));
+  const json = { 'Content-Type': 'application/json' };
+  await withServer([], async (s) => {
+    expectOpenAiError(assert, await curl(s.url + '/v1/models', { method: 'GET', headers: { Host: 'evil.example' } }), 403);
+    const rebound = await curl(s.url + '/v1/completions', { bodyFile: body, headers: { ...json, Host: 'evil.example:80' } });
+    expectOpenAiError(assert, rebound, 403);
+    assert.equal((await curl(s.url + '/health', { method: 'GET', headers: { Host: `localhost:${s.port}` } })).status, 200);
+    const csrf = await curl(s.url + '/v1/completions', { bodyFile: body, headers: { ...json, Origin: 'https://evil.example' } });
+    expectOpenAiError(assert, csrf, 403);
+    assert.equal((await curl(s.url + '/v1/completions', { bodyFile: body, headers: json })).status, 200);
+  });
+  await withServer(['--cors-origins', 'https://app.example', '--allowed-hosts', 'api.example,127.0.0.1'], async (s) => {
+    const ok = await curl(s.url + '/v1/completions', { bodyFile: body, headers: { ...json, Origin: 'https://app.example' } });
+    assert.equal(ok.status, 200, ok.body);
+    assert.match(ok.head, /access-control-allow-origin: https:\/\/app\.example/i);
+    const pre = await curl(s.url + '/v1/completions', { method: 'OPTIONS', headers: { Origin: 'https://app.example' } });
+    assert.equal(pre.status, 204);
+    assert.match(pre.head, /access-control-allow-headers: .*Authorization/i);
+    assert.equal((await curl(s.url + '/health', { method: 'GET', headers: { Host: 'api.example' } })).status, 200);
+    expectOpenAiError(assert, await curl(s.url + '/health', { method: 'GET', headers: { Host: 'localhost' } }), 403);
+  });
 });

@@ -1,7 +1,7 @@
 // The Service behind the HTTP layer, driven with in-memory requests on the embedded model: tenants' caches kept
-// apart, the key's priority allowance, /metrics behind a key, the io thread never doing a request's CPU work, the
-// queue bound as a reservation, engine errors mapped to their statuses, and a throw while handling a request
-// ending only that request.
+// apart, the key's priority allowance, /metrics behind a key, Host and Origin checks, the io thread never doing
+// a request's CPU work, the queue bound as a reservation, engine errors mapped to their statuses, and a throw
+// while handling a request ending only that request.
 #include <gtest/gtest.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -224,6 +224,31 @@ TEST(ServiceKeys, MetricsNeedAKeyUnlessPublic) {
   Harness pub(o);
   EXPECT_EQ(pub.call("GET", "/metrics")->status, 200);
   EXPECT_EQ(pub.call("GET", "/v1/models")->status, 401);
+}
+
+TEST(ServiceOrigins, HostAndBrowserOriginChecks) {
+  ServiceOptions o;
+  o.origins = OriginPolicy("127.0.0.1", {}, {"https://app.example"});
+  Harness h(o);
+  for (const char* host : {"127.0.0.1:8080", "localhost", "LOCALHOST:1", "[::1]:8080", "127.0.0.2"})
+    EXPECT_EQ(h.call("GET", "/health", nullptr, {{"Host", host}})->status, 200) << host;
+  const auto rebound = h.complete(kGreedy, {{"Host", "evil.example:8080"}});
+  EXPECT_EQ(rebound->status, 403);
+  EXPECT_EQ(rebound->error_code(), "permission_denied");
+  EXPECT_EQ(h.call("GET", "/v1/models", nullptr, {{"Host", "evil.example"}})->status, 403);
+  const auto csrf = h.complete(kGreedy, {{"Origin", "https://evil.example"}});
+  EXPECT_EQ(csrf->status, 403);
+  EXPECT_EQ(h.complete(kGreedy, {{"Origin", "null"}})->status, 403);
+  const auto app = h.complete(kGreedy, {{"Origin", "https://app.example"}});
+  EXPECT_EQ(app->status, 200);
+  EXPECT_EQ(app->header("Access-Control-Allow-Origin"), "https://app.example");
+  const auto preflight = h.call("OPTIONS", "/v1/completions", nullptr, {{"Origin", "https://app.example"}});
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_NE(preflight->header("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  EXPECT_EQ(h.call("OPTIONS", "/v1/completions", nullptr, {{"Origin", "https://evil.example"}})->status, 403);
+  Harness defaults;  // no --cors-origins: no browser origin may POST; GET is not checked
+  EXPECT_EQ(defaults.complete(kGreedy, {{"Origin", "http://localhost:3000"}})->status, 403);
+  EXPECT_EQ(defaults.call("GET", "/health", nullptr, {{"Origin", "http://localhost:3000"}})->status, 200);
 }
 
 // Regression: parsing, the chat template and tokenizing ran in the handler, on the io thread: a megabyte of '<'
