@@ -275,6 +275,10 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--max-queue", o->service.max_queue, "requests admitted and not yet started before 429")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-body-bytes", o->http.max_body_bytes, "request body limit (413 above)")->capture_default_str();
+  cmd->add_option("--max-response-bytes", o->service.max_response_bytes,
+                  "a complete (non-streaming) response that could be larger is refused up front with a 400, e.g. "
+                  "256MB")
+      ->transform(CLI::AsSizeValue(false))->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections,
                   "open connections; more get a 503 and are closed (default: the descriptor limit less an eighth)")
       ->check(CLI::NonNegativeNumber);

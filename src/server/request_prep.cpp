@@ -92,6 +92,20 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
                            std::to_string(req.sampling.max_tokens) + " tokens to generate",
                        req.max_tokens_given ? "max_tokens" : (endpoint == Endpoint::Completions ? "prompt" : "messages"));
   }
+  // A complete response is built in memory and sent at once: refuse one that could pass the limit, naming it,
+  // rather than drop it half written. A stream is sent as it comes and has no such bound.
+  if (!req.stream) {
+    const uint64_t worst = worst_case_response_bytes(req, longest_piece_);
+    if (worst > options_.max_response_bytes)
+      throw ApiException(ErrorCode::InvalidRequest,
+                         "the response could reach " + std::to_string(worst) + " bytes (n = " + std::to_string(req.n) +
+                             " x max_tokens = " + std::to_string(req.sampling.max_tokens) + " x up to " +
+                             std::to_string(worst / (uint64_t(req.n) * uint64_t(req.sampling.max_tokens))) +
+                             " bytes per token with top_logprobs = " + std::to_string(req.top_logprobs) +
+                             "), more than this server's limit of " + std::to_string(options_.max_response_bytes) +
+                             " bytes for a complete response; ask for fewer tokens, choices or logprobs, or stream",
+                         "max_tokens");
+  }
   return p;
 }
 

@@ -1,7 +1,8 @@
 // What a worker thread makes of a generation request before the gateway's stateful steps (token budget, result
 // cache, queue, engine): the body parsed and validated, the priority and deadline headers applied and checked
-// against the API key's allowance, the prompt rendered and tokenized, and its size checked against the context.
-// Reads only state fixed at start-up, so it runs on any thread; every failure is an ApiException.
+// against the API key's allowance, the prompt rendered and tokenized, and its size checked against the context
+// and, for a complete (non-streaming) response, against --max-response-bytes. Reads only state fixed at start-up,
+// so it runs on any thread; every failure is an ApiException.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,8 @@ struct PrepOptions {
   int64_t n_ctx = 0;
   ParseLimits parse_limits;
   SamplingParams base_sampling;
-  int64_t default_timeout_ms = 0;  // 0: none unless the request sets one
+  int64_t default_timeout_ms = 0;             // 0: none unless the request sets one
+  uint64_t max_response_bytes = 256ull << 20;  // a complete response's worst case above this is a 400
 };
 
 struct PreparedRequest {

@@ -28,6 +28,7 @@ PrepOptions prep_options(const ServiceOptions& o, int64_t n_ctx) {
   p.parse_limits = o.parse_limits;
   p.base_sampling = o.base_sampling;
   p.default_timeout_ms = o.default_timeout_ms;
+  p.max_response_bytes = o.max_response_bytes;
   return p;
 }
 

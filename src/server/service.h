@@ -45,6 +45,7 @@ struct ServiceOptions {
   int64_t result_cache_ttl_ms = 10 * 60 * 1000;
   int64_t default_timeout_ms = 0;       // 0: no deadline unless the request sets one
   ParseLimits parse_limits;
+  uint64_t max_response_bytes = 256ull << 20;  // a complete response that could be larger is a 400
   // What a request's sampling starts from: the model's recommended settings unless --generation-config none.
   SamplingParams base_sampling;
   // Replaces the model's chat template (tessera serve --chat-template FILE); set but empty: no template (the

@@ -1,13 +1,13 @@
 // Clients that try to slow or starve everyone else (issue 17), against the real binary: floods of 1 MiB bodies
 // of '<' (the io thread must stay free), thousands of idle connections, a slowloris, running the server out of
-// descriptors, the connection cap, and HTTP framing tricks.
+// descriptors, the connection cap, oversized complete responses, and HTTP framing tricks.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { HERE, withServer, postJson, sleep, cpuSeconds, tempDir } from './harness.mjs';
+import { HERE, withServer, postJson, sleep, cpuSeconds, expectOpenAiError, tempDir } from './harness.mjs';
 
 // A tiny model with Llama 3's vocabulary (from the npm install of the e2e_npm fixture): 256 special tokens
 // starting with "<|", as a real chat model has.
@@ -216,6 +216,34 @@ test('--max-connections: a connection over the cap gets a 503 and is closed', as
     for (const sock of held) sock.destroy();
     await sleep(300);
     assert.equal((await fetch(s.url + '/health')).status, 200);
+  });
+});
+
+test('complete responses: larger than the stream buffer arrives whole; over --max-response-bytes is refused up front', async () => {
+  const big = {
+    messages: [{ role: 'user', content: 'Once' }], max_tokens: 480, n: 16, logprobs: true, top_logprobs: 20,
+    ignore_eos: true, temperature: 0,
+  };
+  await withServer(['--no-result-cache'], async (s) => {
+    const r = await fetch(s.url + '/v1/chat/completions', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(big),
+    });
+    const text = await r.text();
+    assert.equal(r.status, 200);
+    assert.ok(text.length > 8 << 20, `only ${text.length} bytes: not past the 8 MiB stream buffer`);
+    const json = JSON.parse(text);
+    assert.equal(json.choices.length, 16);
+    assert.ok(json.choices.every((c) => c.logprobs.content.length === 480));
+  });
+  await withServer(['--max-response-bytes', '1000000'], async (s) => {
+    const refused = await postJson(s.url + '/v1/chat/completions', big);
+    expectOpenAiError(assert, refused, 400);
+    assert.match(refused.json.error.message, /limit of 1000000 bytes/);
+    const streamed = await fetch(s.url + '/v1/chat/completions', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...big, n: 1, stream: true }),
+    });
+    assert.equal(streamed.status, 200);
+    assert.ok((await streamed.text()).trimEnd().endsWith('data: [DONE]'));
   });
 });
 

@@ -1,7 +1,7 @@
 // The Service behind the HTTP layer, driven with in-memory requests on the embedded model: tenants' caches kept
 // apart, the key's priority allowance, /metrics behind a key, Host and Origin checks, the io thread never doing
-// a request's CPU work, the queue bound as a reservation, engine errors mapped to their statuses, and a throw
-// while handling a request ending only that request.
+// a request's CPU work, the queue bound as a reservation, oversized complete responses refused up front, engine
+// errors mapped to their statuses, and a throw while handling a request ending only that request.
 #include <gtest/gtest.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -305,6 +305,28 @@ TEST(ServiceQueue, ABurstGetsExactlyTheOverflowAs429) {
   json two = kGreedy;
   two["n"] = 2;
   EXPECT_EQ(h.complete(two)->status, 429);  // n choices take n slots
+}
+
+// A complete response is built in memory and sent at once: one that could pass --max-response-bytes is refused
+// up front with a 400 naming the limit, and streaming the same request is fine.
+TEST(ServiceLimits, AnOversizedCompleteResponseIsRefusedUpFront) {
+  ServiceOptions o;
+  o.max_response_bytes = 200000;
+  Harness h(o);
+  const json big = {{"prompt", "Once"}, {"max_tokens", 200}, {"n", 4}, {"logprobs", 5}, {"temperature", 0}};
+  const auto refused = h.complete(big);
+  EXPECT_EQ(refused->status, 400);
+  const std::string message = refused->body_json()["error"]["message"];
+  EXPECT_NE(message.find("limit of 200000 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("n = 4 x max_tokens = 200"), std::string::npos) << message;
+  json stream = big;
+  stream["stream"] = true;
+  const auto streamed = h.complete(stream);
+  EXPECT_EQ(streamed->status, 200);
+  EXPECT_NE(streamed->body.find("data: [DONE]"), std::string::npos);
+  json small = big;
+  small["max_tokens"] = 10;
+  EXPECT_EQ(h.complete(small)->status, 200);
 }
 
 // Every engine error was a 400, "the engine is shutting down" included: that one is a 503.
