@@ -142,7 +142,10 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     extra_headers_.emplace_back(std::move(name), std::move(value));
   }
   void send(int status, std::string_view content_type, std::string body, const Headers& extra) override {
-    if (complete_ || streaming_) return;
+    if (complete_) return;
+    // A whole response after a stream's head (an error while streaming, say) cannot be framed: drop the
+    // connection rather than leave the client waiting for the rest of the stream.
+    if (streaming_) return close();
     std::string head = head_lines(status, content_type, extra);
     head += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
     complete_ = true;

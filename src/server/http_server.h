@@ -40,7 +40,8 @@ struct HttpRequest {
   std::string_view path() const;  // target without the query
 };
 
-// The answer side of one request. Exactly one of send() or start_stream()...end_stream().
+// The answer side of one request. Exactly one of send() or start_stream()...end_stream(); a send() after
+// start_stream() (an error while streaming) cannot be framed and drops the connection.
 class Responder {
  public:
   virtual ~Responder() = default;
