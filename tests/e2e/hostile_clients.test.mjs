@@ -1,13 +1,16 @@
 // Clients that try to slow or starve everyone else (issue 17), against the real binary: floods of 1 MiB bodies
 // of '<' (the io thread must stay free), thousands of idle connections, a slowloris, running the server out of
-// descriptors, the connection cap, oversized complete responses, and HTTP framing tricks.
+// descriptors, the connection cap, a client that stops reading, oversized complete responses, and HTTP framing
+// tricks.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { HERE, withServer, postJson, sleep, cpuSeconds, expectOpenAiError, tempDir } from './harness.mjs';
+import {
+  HERE, withServer, postJson, metrics, tesseraMetric, sleep, cpuSeconds, expectOpenAiError, tempDir,
+} from './harness.mjs';
 
 // A tiny model with Llama 3's vocabulary (from the npm install of the e2e_npm fixture): 256 special tokens
 // starting with "<|", as a real chat model has.
@@ -186,6 +189,32 @@ test('out of descriptors: accept backs off instead of spinning, and serves again
     }
     assert.ok(ok, 'the server did not serve again');
   }, { launcher });
+});
+
+test('--write-timeout: a client that stops reading is dropped, its sequences cancelled and their blocks freed', async () => {
+  await withServer(['-m', llama3VocabModel(), '--write-timeout', '1', '--no-result-cache'], async (s) => {
+    const body = JSON.stringify({ messages: [{ role: 'user', content: 'Hello' }], max_tokens: 480, n: 8,
+      logprobs: true, top_logprobs: 20, ignore_eos: true, temperature: 0, stream: true });
+    const sock = net.connect(s.port, '127.0.0.1', () => {
+      sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      sock.pause();  // and never read: the kernel's buffers fill, then the server's write waits
+    });
+    sock.on('error', () => {});
+    try {
+      let m = '';
+      for (let i = 0; i < 200; ++i) {
+        await sleep(100);
+        m = await metrics(s.url);
+        if (tesseraMetric(m, 'request_cancellations_total') >= 8 && tesseraMetric(m, 'num_requests_running') === 0) break;
+      }
+      assert.equal(tesseraMetric(m, 'request_cancellations_total'), 8, m);
+      assert.ok(tesseraMetric(m, 'generation_tokens_total') < 8 * 480, 'the generation ran to its end');
+      assert.equal(tesseraMetric(m, 'kv_cache_usage_perc'), 0);
+    } finally {
+      sock.destroy();
+    }
+  });
 });
 
 // Reads what a raw connection receives until it closes (or `ms` passes).
