@@ -239,6 +239,8 @@ TEST(ServerOpenAiJson, DumpReplacesInvalidUtf8) {
 TEST(ServerErrors, OneMappingToStatusAndBody) {
   EXPECT_EQ(http_status(ErrorCode::InvalidRequest), 400);
   EXPECT_EQ(http_status(ErrorCode::Unauthorized), 401);
+  EXPECT_EQ(http_status(ErrorCode::PermissionDenied), 403);
+  EXPECT_STREQ(error_code(ErrorCode::PermissionDenied), "permission_denied");
   EXPECT_EQ(http_status(ErrorCode::ModelNotFound), 404);
   EXPECT_EQ(http_status(ErrorCode::PayloadTooLarge), 413);
   EXPECT_EQ(http_status(ErrorCode::RateLimited), 429);
