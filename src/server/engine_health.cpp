@@ -1,6 +1,7 @@
 // Engine health probes.
 #include "server/engine_health.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "tokenizer/tokenizer.h"
@@ -109,6 +110,10 @@ void EngineHealth::loop() {
     const bool ok = probe_engine(*engine_);
     record(ok);
     lock.lock();
+    // Probes run at the front of the engine's queue: however often requests fail (a client sending a token that
+    // turns its own logits to NaN, again and again), at most one per second, or per recheck if shorter. While
+    // the engine is bad the recheck timer spaces them.
+    if (ok_.load()) wake_.wait_for(lock, std::min(recheck_, std::chrono::milliseconds(1000)), [&] { return stopping_; });
   }
 }
 

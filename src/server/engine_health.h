@@ -1,6 +1,7 @@
 // Whether an engine works, as a probe says: the warm-up inference (prefill, decode and a batch of several
 // sequences) passes. A probe runs at start, again when a request failed inside the engine (non-finite logits,
-// a failed step), and every `recheck` while the engine is marked bad. One request's failure alone never marks
+// a failed step), and every `recheck` while the engine is marked bad; never more often than once a second (or a
+// recheck, if shorter). One request's failure alone never marks
 // the engine bad: a request whose own tokens produce NaN does not take a healthy replica out of the load
 // balancer; only a failed probe does, and the next passing probe brings it back. The probes run on a thread of
 // their own, never on the io thread.
