@@ -175,6 +175,8 @@ void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) 
       try {
         submit(index, *service_.fallback_);
         return;
+      } catch (const EngineUnavailable& e) {
+        fail({ErrorCode::Unavailable, std::string("the fallback model is stopping: ") + e.what(), "", 1.0});
       } catch (const Error& e) {
         fail({ErrorCode::Internal, std::string("fallback model refused the request: ") + e.what()});
       }
