@@ -17,7 +17,6 @@ class CacheScopes {
 
   // The engine's Request::cache_namespace; 0 (the common namespace) when nothing separates the request.
   uint64_t prefix_namespace(std::string_view tenant, std::string_view salt) const;
-  bool shares_prefixes() const { return share_prefixes_; }
 
  private:
   bool share_prefixes_;

@@ -43,9 +43,6 @@ class RequestPreparer {
 
   // `key`: the request's API key, null without keys. Throws ApiException.
   PreparedRequest prepare(Endpoint endpoint, const HttpRequest& http, const ApiKey* key) const;
-  const PrepOptions& options() const { return options_; }
-  // Bytes of the longest token piece: no token stands for more text than this.
-  size_t longest_piece() const { return longest_piece_; }
 
  private:
   std::vector<int32_t> tokenize(const ApiRequest& request) const;
@@ -56,7 +53,7 @@ class RequestPreparer {
   const ChatTemplate& chat_template_;
   const SpecialTokenEncoder& encoder_;
   PrepOptions options_;
-  size_t longest_piece_ = 1;
+  size_t longest_piece_ = 1;  // bytes of the longest token piece: no token stands for more text than this
 };
 
 }  // namespace tessera::server
