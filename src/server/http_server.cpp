@@ -368,9 +368,10 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     // One write that the client does not take within the timeout drops the connection: a client that asked
     // and stopped reading would otherwise hold its sequence, its blocks and its buffers for ever.
     write_timer_.expires_after(ms(server_->options.write_timeout_s));
-    write_timer_.async_wait([weak = weak_from_this()](beast::error_code ec) {
+    write_timer_.async_wait([weak = weak_from_this(), write = ++n_writes_](beast::error_code ec) {
       if (ec) return;
-      if (auto self = weak.lock()) self->close();
+      // The expiry may have been queued just as the write finished: only this write's timeout counts.
+      if (auto self = weak.lock(); self && self->writing_ && self->n_writes_ == write) self->close();
     });
     asio::async_write(stream_.socket(), asio::buffer(out_.front()),
                       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
@@ -422,6 +423,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   uint64_t discarded_ = 0;
   std::deque<std::string> out_;  // bytes waiting to be written, in order
   uint64_t queued_bytes_ = 0;
+  uint64_t n_writes_ = 0;  // writes started: tells a stale write timeout from the current one
   std::function<void()> on_close_;
   Headers extra_headers_;    // add_response_header(), for the current request
   bool keep_alive_ = true;
