@@ -393,4 +393,9 @@ bool Service::warm_up() {
   return primary || fallback;
 }
 
+void Service::mark_warmed_up() {
+  warmed_up_ = true;
+  update_ready_gauge();
+}
+
 }  // namespace tessera::server

@@ -72,6 +72,9 @@ class Service {
   // Probes each engine (dummy inference through prefill, decode and a batch); /ready turns true when one
   // passes. Blocking: run it off the io thread. Returns false when no engine passed.
   bool warm_up();
+  // Ready without the warm-up probe, for an engine known to work whose probe could not run promptly (one that
+  // batches by a long time window). Until warm_up() or this, generation requests get a 503.
+  void mark_warmed_up();
   bool ready() const;
 
   // Drain: new requests get 503; in-flight ones go on. cancel_all() ends what is left (drain timeout).

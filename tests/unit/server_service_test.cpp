@@ -79,13 +79,15 @@ ApiKey key(const std::string& secret, const std::string& name, int32_t priority_
 // A Service on the embedded model, warmed up, with the io_context run by the test thread while it waits.
 class Harness {
  public:
-  // `warm_up`: probe the engine first, as `tessera serve` does (requests are served either way).
+  // `warm_up`: probe the engine first, as `tessera serve` does; otherwise mark it warm (requests get 503 until one).
   explicit Harness(ServiceOptions o = {}, EngineOptions e = small_engine(), bool warm_up = true) {
     o.model_name = "stories260K";
     engine = std::make_shared<Engine>(model(), e);
     service = std::make_unique<Service>(ioc, engine, nullptr, std::move(o));
     if (warm_up) {
       EXPECT_TRUE(service->warm_up());
+    } else {
+      service->mark_warmed_up();
     }
   }
   ~Harness() {
