@@ -291,13 +291,13 @@ TEST(ServiceQueue, ABurstGetsExactlyTheOverflowAs429) {
   e.max_wait_ms = 30000;
   Harness h(o, e, /*warm_up=*/false);  // its probe would wait for the window too
   std::vector<std::shared_ptr<FakeResponder>> burst;
-  for (int i = 0; i < 30; ++i) burst.push_back(h.start("POST", "/v1/completions", kGreedy.dump()));
+  for (int i = 0; i < 200; ++i) burst.push_back(h.start("POST", "/v1/completions", kGreedy.dump()));
   auto n_refused = [&] {
     return std::count_if(burst.begin(), burst.end(), [](const auto& r) { return r->done && r->status == 429; });
   };
-  ASSERT_TRUE(h.run_until([&] { return n_refused() == 22; }));
+  ASSERT_TRUE(h.run_until([&] { return n_refused() == 192; }));
   h.run_until([] { return false; }, 1s);  // nothing more is refused, nothing more completes
-  EXPECT_EQ(n_refused(), 22);
+  EXPECT_EQ(n_refused(), 192);
   for (const auto& r : burst) {
     if (r->done) {
       EXPECT_EQ(r->error_code(), "queue_full");
