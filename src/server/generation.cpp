@@ -53,6 +53,9 @@ void Generation::start(Engine& engine) {
     cancel();
     done_ = true;
     release();
+    // The choices already submitted hold this generation until the engine reports them cancelled, maybe as the
+    // last owners, on the engine thread: the connection must not be destroyed there (the caller answers it).
+    responder_.reset();
     throw;
   }
   std::weak_ptr<Generation> weak = weak_from_this();

@@ -242,8 +242,11 @@ void Service::handle_generation(Endpoint endpoint, HttpRequest& http, const std:
       error = ApiError{ErrorCode::Internal, "unknown exception"};
     }
     if (error && error->code == ErrorCode::ContextLengthExceeded) metrics_->count_rejection("too_long");
-    boost::asio::post(ioc_, [this, endpoint, responder, prepared = std::move(prepared), error = std::move(error),
-                             client = std::move(client), arrival]() mutable {
+    // The job's reference to the responder moves to the io thread with the result: were it dropped here, after
+    // the io thread had dropped its own (the client left meanwhile), the connection would be destroyed on this
+    // thread, touching the HTTP server's session set under the io thread's feet.
+    boost::asio::post(ioc_, [this, endpoint, responder = std::move(responder), prepared = std::move(prepared),
+                             error = std::move(error), client = std::move(client), arrival]() mutable {
       if (error) return send_error(*responder, *error);
       try {
         admit(endpoint, responder, std::move(*prepared), client, arrival);
