@@ -113,7 +113,7 @@ void EngineHealth::loop() {
     // Probes run at the front of the engine's queue: however often requests fail (a client sending a token that
     // turns its own logits to NaN, again and again), at most one per second, or per recheck if shorter. While
     // the engine is bad the recheck timer spaces them.
-    if (ok_.load()) wake_.wait_for(lock, std::min(recheck_, std::chrono::milliseconds(1000)), [&] { return stopping_; });
+    wake_.wait_for(lock, std::min(recheck_, std::chrono::milliseconds(1000)), [&] { return stopping_; });
   }
 }
 

@@ -167,8 +167,10 @@ void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) 
   FinishReason reason = event.finish_reason;
   if (reason == FinishReason::Cancelled && deadline_passed()) reason = FinishReason::Timeout;
   if (reason == FinishReason::Error) {
-    // A failure before anything of this choice reached the client is retried on the fallback replica.
-    const bool retry = service_.fallback_ && !c.on_fallback && !c.streamed && !client_gone_ && !done_;
+    // A failure before anything of this choice reached the client is retried on the fallback replica, if that
+    // passes its health check (a retry on a bad one would only ask for one more probe at its queue's front).
+    const bool retry = service_.fallback_ && service_.fallback_health_->ok() && !c.on_fallback && !c.streamed &&
+                       !client_gone_ && !done_;
     service_.on_engine_error(c.engine);
     if (retry) {
       service_.metrics_->count_fallback();
