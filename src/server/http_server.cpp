@@ -237,7 +237,10 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     const auto expect = msg[http::field::expect];
     if (iequals(std::string_view(expect.data(), expect.size()), "100-continue") && !parser_->is_done()) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      asio::async_write(stream_.socket(), asio::buffer(kContinue),
+      // Through the stream and its deadline: a client that reads nothing (its receive window full of pipelined
+      // answers) must not hold the connection with a write that never completes.
+      stream_.expires_after(ms(server_->options.body_timeout_s));
+      asio::async_write(stream_, asio::buffer(kContinue),
                         [self = shared_from_this()](beast::error_code ec, size_t) {
                           if (ec) return self->close();
                           self->read_body();
