@@ -17,6 +17,7 @@
 
 #include "chat/errors.h"
 #include "commands.h"
+#include "core/error.h"
 #include "core/json_file.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -76,8 +77,13 @@ std::vector<server::ApiKey> configured_keys(const ServeOptions& o) {
   for (const std::string& k : o.api_keys) keys.push_back(server::ApiKey{k, {}, 0, {}, {}, {}});
   if (!o.api_keys_file.empty())
     for (auto& k : server::ApiKeys::read_file(o.api_keys_file)) keys.push_back(std::move(k));
-  if (const char* env = std::getenv("TESSERA_API_KEYS"))
+  const char* env = std::getenv("TESSERA_API_KEYS");
+  if (env)
     for (auto& k : server::ApiKeys::parse(env, "TESSERA_API_KEYS", "\n,")) keys.push_back(std::move(k));
+  // Asked for keys and got none (a file of comments, an empty variable): refuse rather than serve without any.
+  if (keys.empty() && (!o.api_keys_file.empty() || env))
+    fail("{} holds no API key; the server would run without authentication",
+         env ? "TESSERA_API_KEYS" : "the API keys file '" + o.api_keys_file + "'");
   return keys;
 }
 

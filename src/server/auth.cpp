@@ -100,9 +100,12 @@ std::vector<ApiKey> ApiKeys::read_file(const std::string& path) {
 ApiKeys::ApiKeys(std::vector<ApiKey> keys) {
   std::unordered_set<std::string> seen;
   for (ApiKey& k : keys) {
-    if (k.key.empty()) continue;
+    // An empty key would be skipped, and a configuration of only empty keys (an unset variable expanded into
+    // --api-key "") would leave the server open: refuse it.
+    if (k.key.empty()) fail("API key number {} is empty", keys_.size() + 1);
     if (!seen.insert(k.key).second) fail("API key number {} is configured twice", keys_.size() + 1);
-    if (k.name.empty()) k.name = "key-" + std::to_string(keys_.size() + 1);
+    // '#' is outside the names an entry may choose, so no named key joins an unnamed key's tenant.
+    if (k.name.empty()) k.name = "#" + std::to_string(keys_.size() + 1);
     keys_.push_back(std::move(k));
   }
 }

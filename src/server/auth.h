@@ -41,7 +41,7 @@ struct ApiKey {
 class ApiKeys {
  public:
   ApiKeys() = default;
-  // Names the keys without one ("key-N") and checks that no key appears twice. Throws tessera::Error.
+  // Names the keys without one ("#N", which no name= can spell) and checks that no key appears twice. Throws tessera::Error.
   explicit ApiKeys(std::vector<ApiKey> keys);
 
   // Entries in the keys file format above; `source` names the text in errors (which never quote a key).

@@ -95,6 +95,22 @@ test('a bad keys file stops the server with a message that names the entry, neve
   assert.ok(help.includes('visible to every user in `ps`'), help);
 });
 
+test('keys asked for and none given (an empty variable, a file of comments, an empty --api-key) stop the server', () => {
+  const comments = path.join(tempDir(), 'comments.txt');
+  writeFileSync(comments, '# the keys go here\n\n');
+  const refusal = (args, env = {}) => {
+    try {
+      execFileSync(BINARY, ['serve', '--port', '0', ...args], { stdio: 'pipe', env: { ...process.env, ...env } });
+    } catch (e) {
+      return e.stderr.toString();
+    }
+    assert.fail(`the server started with ${JSON.stringify(args)} ${JSON.stringify(env)}`);
+  };
+  assert.match(refusal([], { TESSERA_API_KEYS: '' }), /TESSERA_API_KEYS holds no API key/);
+  assert.match(refusal(['--api-keys-file', comments]), /holds no API key/);
+  assert.match(refusal(['--api-key', '']), /API key number 1 is empty/);
+});
+
 test('Host and Origin: DNS rebinding and cross-site POSTs are refused, listed origins get CORS', async () => {
   const body = path.join(tempDir(), 'body.json');
   writeFileSync(body, JSON.stringify(GREEDY));

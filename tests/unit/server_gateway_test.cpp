@@ -53,8 +53,8 @@ TEST(ServerAuth, BearerKeys) {
   EXPECT_TRUE(keys.enabled());
   ASSERT_NE(keys.check("Bearer sk-two"), nullptr);
   EXPECT_EQ(keys.check("Bearer sk-two")->key, "sk-two");
-  EXPECT_EQ(keys.check("Bearer sk-two")->name, "key-2");  // the identity caches are keyed on
-  EXPECT_EQ(keys.check("bearer sk-one")->name, "key-1");
+  EXPECT_EQ(keys.check("Bearer sk-two")->name, "#2");  // the identity caches are keyed on
+  EXPECT_EQ(keys.check("bearer sk-one")->name, "#1");
   EXPECT_FALSE(keys.check("Bearer sk-on"));
   EXPECT_FALSE(keys.check("Bearer sk-one1"));
   EXPECT_FALSE(keys.check("sk-one"));
@@ -65,6 +65,7 @@ TEST(ServerAuth, BearerKeys) {
   EXPECT_FALSE(constant_time_equal("abc", "ab"));
   EXPECT_FALSE(constant_time_equal("", "a"));
   EXPECT_THROW(ApiKeys(plain_keys({"sk-one", "sk-one"})), Error);
+  EXPECT_THROW(ApiKeys(plain_keys({"sk-one", ""})), Error) << "an empty key (an unset variable) is refused";
 }
 
 TEST(ServerAuth, KeysFileWithAttributes) {
@@ -90,7 +91,7 @@ TEST(ServerAuth, KeysFileWithAttributes) {
   EXPECT_EQ(l.request_burst, 4.0);
   EXPECT_EQ(read[0].limits({1.0, 0.0, 50.0}).tokens_per_minute, 50.0);
   const ApiKeys keys(read);
-  EXPECT_EQ(keys.check("Bearer sk-a")->name, "key-1");
+  EXPECT_EQ(keys.check("Bearer sk-a")->name, "#1");
   EXPECT_EQ(keys.check("Bearer sk-b")->name, "alice");
   EXPECT_THROW(ApiKeys::read_file(path + ".missing"), Error);
   // The environment variable's form: entries separated by commas too.
