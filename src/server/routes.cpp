@@ -3,6 +3,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -315,6 +316,11 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
     const std::string& key = engine == fallback_.get() ? accounting.fallback_cache_key : accounting.cache_key;
     if (auto hit = cache_.get(key)) {
       metrics_->count_cache_hit();
+      // A hit costs the tokens its answer holds, as the generation did: free hits would let a client without
+      // any token budget left fetch one large cached answer again and again.
+      double used = double(hit->prompt_tokens);
+      for (const ChoiceResult& c : hit->choices) used += double(c.n_generated);
+      refund.tokens = std::max(0.0, charge - used);
       replay(*responder, header, req, *hit);
       return;
     }

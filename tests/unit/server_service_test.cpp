@@ -156,6 +156,31 @@ TEST(ServiceTenancy, ResultCacheHitsOnlyTheSameTenantAndSalt) {
   EXPECT_EQ(h.complete(salted, bearer("sk-a"))->status, 400);
 }
 
+// Regression: a result-cache hit refunded its whole token charge, so a client could fetch one large cached answer
+// without end past its tokens-per-minute budget. A hit now spends the tokens its answer holds.
+TEST(ServiceTenancy, CacheHitsSpendTheTokensTheyHold) {
+  ServiceOptions o;
+  o.rate_limits.tokens_per_minute = 100;
+  Harness h(o);
+  const auto first = h.complete(kGreedy);
+  ASSERT_EQ(first->status, 200);
+  const int64_t used = first->body_json()["usage"]["total_tokens"].get<int64_t>();
+  ASSERT_GT(used, 0);
+  int served = 1, refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto r = h.complete(kGreedy);
+    if (r->status == 200) {
+      EXPECT_EQ(r->header("X-Tessera-Cache"), "hit");
+      ++served;
+    } else {
+      EXPECT_EQ(r->status, 429);
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0) << "hits were free";
+  EXPECT_LE(served, 100 / used + 1);  // what the budget holds (plus the trickle refilled meanwhile)
+}
+
 std::string long_prompt() {
   std::string p;
   for (int i = 0; i < 6; ++i) p += "Lily and Ben went to the park to play with a big red ball. ";
