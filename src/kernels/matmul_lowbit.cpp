@@ -118,12 +118,15 @@ void matmul_int4_shared(std::span<const WeightMatrix* const> ws, std::span<float
     a.group_sums = sums;
     first_row[j + 1] = first_row[j] + std::max<int64_t>(w.n_out, 0);
   }
-  // All matrices' rows end to end, split over the threads: one barrier for all of them.
+  // All matrices' rows end to end, split over the threads: one barrier for all of them. One token reads each
+  // weight once (bound by memory): the AVX2 decode path; batches take 512-bit VNNI where present, same bits.
   const size_t n = ws.size();
+  const auto rows = level >= Isa::Avx512Vnni && n_tokens > 1 ? kernels::lowbit::avx512::int4_batch_rows
+                                                             : kernels::lowbit::avx2::int4_rows;
   pool.parallel_for(first_row[n], [&](int64_t begin, int64_t end) {
     for (size_t j = 0; j < n; ++j) {
       const int64_t lo = std::max(begin, first_row[j]), hi = std::min(end, first_row[j + 1]);
-      if (lo < hi) kernels::lowbit::avx2::int4_rows(args[j], lo - first_row[j], hi - first_row[j]);
+      if (lo < hi) rows(args[j], lo - first_row[j], hi - first_row[j]);
     }
   });
 }

@@ -39,4 +39,9 @@ void int4_quantize_acts(const float* x, int64_t n_in, int64_t group, int64_t t_b
                         float* scale, float* group_sums);
 }  // namespace avx2
 
+namespace avx512 {
+// INT4 for two tokens or more, bit-identical to avx2::int4_rows (groups as there).
+void int4_batch_rows(const LowbitArgs& args, int64_t row_begin, int64_t row_end);
+}  // namespace avx512
+
 }  // namespace tessera::kernels::lowbit

@@ -225,7 +225,9 @@ std::vector<LowbitCase> lowbit_cases() {
           // An odd chunk count (a lone last chunk), whole pairs, a long row split into several unpacked row
           // blocks, group 64, and group 96 (pairs straddle groups: the reference path).
           {TensorType::INT4, 32, 1000},   {TensorType::INT4, 32, 2048},   {TensorType::INT4, 128, 4128},
-          {TensorType::INT4, 64, 300},    {TensorType::INT4, 96, 357}};
+          {TensorType::INT4, 64, 300},    {TensorType::INT4, 96, 357},
+          // Group 256: four pairs per group, the general path of the 512-bit tiles.
+          {TensorType::INT4, 256, 1100}};
 }
 
 INSTANTIATE_TEST_SUITE_P(LowbitTypes, KernelLowbit,
