@@ -8,7 +8,8 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "engine/generator.h"
+#include "engine/kv_sizing.h"
+#include "engine/offline_engine.h"
 #include "model/memory_fit.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -49,27 +50,11 @@ SamplingDefaults model_defaults_not_overridden(const SamplingDefaults& model, co
 // The context to allocate: -c when given (checked against the memory available), else the model's training
 // context or, when its KV cache would not fit beside the weights, the longest that does (with a note).
 int64_t context_for(const Model& model, const RunOptions& o, KvType kv_type) {
-  const ModelConfig& c = model.config();
-  const int64_t n_ctx = usable_context(c, o.ctx_size);
-  const uint64_t available = memory_for_check(o.ignore_memory_check);
-  if (available == 0) return n_ctx;
-  const uint64_t kv = Generator::kv_cache_bytes(c, n_ctx, kv_type);
-  if (o.ctx_size > 0) {
-    require_kv_cache_fits_in_memory(model, kv, available, fmt::format("-c {}", n_ctx));
-    return n_ctx;
-  }
-  const uint64_t budget = kv_cache_budget_bytes(model, available);
-  if (kv <= budget) return n_ctx;
-  const int64_t fits = Generator::context_that_fits(c, budget, kv_type);
-  if (fits <= 0) {  // not one block beside the weights: fails unless the cache fits in the reserve
-    require_kv_cache_fits_in_memory(model, kv, available, fmt::format("-c {}", n_ctx));
-    return n_ctx;
-  }
-  std::fprintf(stderr, "note: context limited to %lld positions (the model's %lld need a %.1f GiB KV cache; %.1f GiB "
-               "is left after the weights); -c sets it\n",
-               (long long)fits, (long long)n_ctx, double(kv) / double(uint64_t{1} << 30),
-               double(budget) / double(uint64_t{1} << 30));
-  return fits;
+  std::string note;
+  const int64_t n_ctx = fit_context(model, o.ctx_size, kv_type, memory_for_check(o.ignore_memory_check),
+                                    fmt::format("-c {}", usable_context(model.config(), o.ctx_size)), &note);
+  if (!note.empty()) std::fprintf(stderr, "note: %s; -c sets it\n", note.c_str());
+  return n_ctx;
 }
 
 int run(const RunOptions& o) {
@@ -77,7 +62,7 @@ int run(const RunOptions& o) {
   ThreadPool pool(o.threads);
   const auto kv_type = kv_type_from_name(o.kv_type);
   if (!kv_type) fail("unknown --kv-type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
-  Generator generator(model, pool, context_for(*model, o, *kv_type), 512, *kv_type);
+  OfflineEngine engine(model, pool, context_for(*model, o, *kv_type), 512, *kv_type);
 
   const SamplingDefaults from_model = model_defaults_not_overridden(model->sampling_defaults(), o);
   if (!from_model.empty()) std::fprintf(stderr, "sampling defaults from the model: %s\n", from_model.describe().c_str());
@@ -89,7 +74,7 @@ int run(const RunOptions& o) {
 
   std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
-  const GenerationResult r = generator.generate(prompt, params, [](std::string_view text) {
+  const GenerationResult r = engine.generate(prompt, params, [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;

@@ -45,31 +45,9 @@ uint64_t memory_for_check(bool ignore_memory_check) { return ignore_memory_check
 
 uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes,
                              const std::string& size_flag) {
-  const ModelConfig& c = model.config();
-  const uint64_t block_bytes = engine_kv_block_bytes(c, engine);
-  const uint64_t planned = uint64_t(engine_kv_blocks(c, engine)) * block_bytes;
-  if (available_bytes == 0) return planned;
-  if (engine.kv_blocks > 0 || engine.kv_cache_bytes > 0) {
-    require_kv_cache_fits_in_memory(model, planned, available_bytes,
-                                    !size_flag.empty()    ? size_flag
-                                    : engine.kv_blocks > 0 ? fmt::format("--kv-blocks {}", engine.kv_blocks)
-                                                           : fmt::format("--kv-cache-mem {}", engine.kv_cache_bytes));
-    return planned;
-  }
-  const uint64_t budget = kv_cache_budget_bytes(model, available_bytes);
-  if (planned <= budget) return planned;
-  // Less than one full-length sequence fits: say so now rather than reject every long request later.
-  const uint64_t one_sequence = uint64_t(usable_context(c, engine.n_ctx) + engine.kv_block_size - 1) /
-                                uint64_t(engine.kv_block_size) * block_bytes;
-  if (budget < one_sequence) {
-    require_kv_cache_fits_in_memory(model, one_sequence, available_bytes,
-                                    fmt::format("-c {} (one sequence)", usable_context(c, engine.n_ctx)));
-  }
-  engine.kv_cache_bytes = budget;
-  const uint64_t bytes = uint64_t(engine_kv_blocks(c, engine)) * block_bytes;
-  std::fprintf(stderr, "note: KV cache limited to %.2f GiB (%lld positions) by the memory left after the weights; "
-               "--kv-cache-mem or -c sets it\n",
-               double(bytes) / double(uint64_t{1} << 30), (long long)(bytes / block_bytes * engine.kv_block_size));
+  std::string note;
+  const uint64_t bytes = fit_kv_pool(model, engine, available_bytes, size_flag, &note);
+  if (!note.empty()) std::fprintf(stderr, "note: %s; --kv-cache-mem or -c sets it\n", note.c_str());
   return bytes;
 }
 

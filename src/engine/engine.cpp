@@ -1,4 +1,5 @@
-// The step loop: plan (Scheduler) → run (Forward over the flat batch) → sample and stream → retire.
+// The step loop, in three phases: schedule (the Scheduler's plan) → execute (the Executor's forward pass) →
+// update (sample, append, fork, finish and emit through each sample's OutputProcessor).
 #include "engine/engine.h"
 
 #include <algorithm>
@@ -9,11 +10,11 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/executor.h"
+#include "engine/output_processor.h"
 #include "engine/sampler.h"
-#include "engine/stop_matcher.h"
 #include "kv/block_manager.h"
 #include "kv/kv_pool.h"
-#include "model/forward.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,29 +33,23 @@ namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// Everything the engine keeps for one live request; `seq` is what the scheduler sees.
+// Everything the engine keeps for one live sample; `seq` is what the scheduler sees.
 struct ActiveRequest {
   ActiveRequest(Request r, EventCallback cb, const Tokenizer& tokenizer)
-      : request(std::move(r)),
-        on_event(std::move(cb)),
-        sampler(request.sampling),
-        // Text after a BOS-only prompt starts the document: drop the tokenizer's leading space there only.
-        decoder(tokenizer, request.prompt.size() == 1 && request.prompt[0] == tokenizer.vocab().bos),
-        stops(request.sampling.stop) {}
+      : request(std::move(r)), on_event(std::move(cb)), sampler(request.sampling), output(tokenizer, request) {}
 
   Request request;
   EventCallback on_event;
   Sequence seq;
   Sampler sampler;
-  IncrementalDecoder decoder;
-  StopMatcher stops;
+  OutputProcessor output;  // refers to `request`
   Clock::time_point submitted;
   Clock::time_point first_scheduled{};
   Clock::time_point first_token{};
-  int64_t n_generated = 0;
   uint64_t request_id = 0;    // as returned by submit(); seq.id is internal and unique per sample
   int32_t index = 0;          // sample index within the request
   int32_t forks_pending = 0;  // samples still to fork off once the prompt's logits exist
+  int64_t n_prompt_logits_sent = 0;  // prompt_logits: positions already delivered (a preempted prompt is recomputed)
 };
 
 // A request's last event, or its Started event: a callback that throws here is reported and the throw dropped
@@ -81,23 +76,35 @@ SchedulingPolicy policy_for(BatchingMode mode) {
   return SchedulingPolicy::Continuous;
 }
 
+bool all_finite(std::span<const float> row) {
+  return std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); });
+}
+
 }  // namespace
 
 struct Engine::Impl {
-  Impl(std::shared_ptr<const Model> m, EngineOptions o);
+  Impl(std::shared_ptr<const Model> m, EngineOptions o, ThreadPool* external_pool);
   ~Impl();
 
   void loop();
-  bool step();  // false when there was nothing to run
+  // One step: schedule → execute → update. False when there was nothing to run.
+  bool step();
+  // Before the plan runs: Started events and first-scheduled times of the requests it takes out of the queue.
+  void begin(const StepPlan& plan, Clock::time_point now);
+  // After the forward pass: marks the plan's tokens computed (registering full blocks as prefixes), then for
+  // each chunk with logits delivers prompt logits, forks pending samples, samples, appends, and finishes.
+  void update(const StepPlan& plan, std::span<const float> logits);
+  void deliver_prompt_logits(ActiveRequest& r, const ScheduledChunk& chunk, std::span<const float> rows);
+  // Samples one token for `r` from `row` and hands it to the output processor; a throw ends only `r`.
+  void sample(ActiveRequest& r, std::span<const float> row);
   void finish(ActiveRequest& r, FinishReason reason, std::string error = {});
-  void emit_token(ActiveRequest& r, int32_t id, std::span<const float> logits);
   void fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children);
-  void send_finished(ActiveRequest& r, FinishReason reason, const std::string& error, int32_t index);
   void publish_stats();
   // Applies the submits and cancels made since the last step, in the order they were made.
   void apply_commands();
   void admit(std::unique_ptr<ActiveRequest> r);
   void cancel_now(uint64_t request_id, FinishReason reason);
+  void expire(Clock::time_point now);
   // Ends a request that threw (its callback, the sampler, the decoder) with FinishReason::Error; the others go on.
   void fail_request(uint64_t seq_id, const char* what);
   void fail_all(const char* what);
@@ -106,12 +113,12 @@ struct Engine::Impl {
   std::shared_ptr<const Model> model;
   EngineOptions options;
   int64_t n_ctx;
-  ThreadPool pool;
+  std::unique_ptr<ThreadPool> own_pool;  // null when running on a caller's pool
+  ThreadPool& pool;
   std::unique_ptr<KvPool> kv;
   std::unique_ptr<BlockManager> blocks;
   std::unique_ptr<Scheduler> scheduler;
-  std::unique_ptr<Forward> forward;
-  ForwardBatch batch;
+  std::unique_ptr<Executor> executor;
 
   // Owned by the step thread.
   std::unordered_map<uint64_t, std::unique_ptr<ActiveRequest>> active;
@@ -143,30 +150,12 @@ struct Engine::Impl {
   std::thread thread;
 };
 
-uint64_t engine_kv_block_bytes(const ModelConfig& c, const EngineOptions& options) {
-  return KvPool::block_bytes(c.n_layer, c.n_head_kv, c.head_dim, std::max<int64_t>(options.kv_block_size, 1),
-                             options.kv_type);
-}
-
-int64_t engine_kv_blocks(const ModelConfig& c, const EngineOptions& options) {
-  if (options.kv_blocks > 0) return options.kv_blocks;
-  const uint64_t bytes_per_block = engine_kv_block_bytes(c, options);
-  uint64_t bytes = options.kv_cache_bytes;
-  if (bytes == 0) {
-    // Room for every sequence at full length, within 2 GiB by default.
-    const int64_t block_size = std::max<int64_t>(options.kv_block_size, 1);
-    const uint64_t want = uint64_t(std::max<int64_t>(options.max_seqs, 0)) *
-                          uint64_t(usable_context(c, options.n_ctx)) / uint64_t(block_size) * bytes_per_block;
-    bytes = std::min<uint64_t>(want, uint64_t(2) << 30);
-  }
-  return int64_t(bytes / bytes_per_block);
-}
-
-Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
+Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o, ThreadPool* external_pool)
     : model(std::move(m)),
       options(o),
       n_ctx(usable_context(model->config(), o.n_ctx)),
-      pool(o.threads) {
+      own_pool(external_pool ? nullptr : std::make_unique<ThreadPool>(o.threads)),
+      pool(external_pool ? *external_pool : *own_pool) {
   const ModelConfig& c = model->config();
   if (options.kv_block_size <= 0 || options.kv_block_size > 1024) fail("--kv-block-size must be in 1..1024");
   if (options.max_batched_tokens <= 0) fail("--max-batched-tokens must be positive");
@@ -182,7 +171,7 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o)
   so.batch_size = options.batching == BatchingMode::Static ? options.max_seqs : options.preferred_batch;
   so.max_wait = std::chrono::milliseconds(options.max_wait_ms);
   scheduler = std::make_unique<Scheduler>(*blocks, so);
-  forward = std::make_unique<Forward>(model, *kv, pool);
+  executor = std::make_unique<Executor>(model, *kv, pool);
   snapshot.kv_blocks_total = n_blocks;
   snapshot.kv_bytes_per_token = kv->bytes_per_token();
   thread = std::thread([this] { loop(); });
@@ -192,44 +181,27 @@ Engine::Impl::~Impl() { stop(); }
 
 void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string error) {
   scheduler->remove(&r.seq);
-  StreamEvent ev;
-  ev.kind = StreamEvent::Kind::Finished;
-  ev.request_id = r.request_id;
-  ev.index = r.index;
-  ev.finish_reason = reason;
-  ev.error = error;
-  if (reason == FinishReason::Length || (reason == FinishReason::Stop && !r.stops.stopped())) {
-    ev.text = r.stops.push(r.decoder.flush());
-    ev.text += r.stops.flush();
-  }
   const auto now = Clock::now();
-  RequestStats& s = ev.stats;
+  RequestStats s;
   s.n_prompt_tokens = r.seq.n_prompt;
   s.n_cached_prompt_tokens = r.seq.n_cached_prompt_tokens;
-  s.n_generated_tokens = r.n_generated;
+  s.n_generated_tokens = r.output.n_generated();
   s.n_preemptions = r.seq.n_preemptions;
   s.queue_seconds = r.seq.ever_scheduled ? seconds_between(r.submitted, r.first_scheduled) : seconds_between(r.submitted, now);
-  s.time_to_first_token_seconds = r.n_generated > 0 ? seconds_between(r.submitted, r.first_token) : 0.0;
+  s.time_to_first_token_seconds = r.output.n_generated() > 0 ? seconds_between(r.submitted, r.first_token) : 0.0;
   s.e2e_seconds = seconds_between(r.submitted, now);
+  StreamEvent ev = finished_event(r.request_id, r.index, reason, error, s);
+  r.output.finish(reason, ev);
   deliver_quietly(r, ev);
   // Samples that were never forked (the request ended before its prompt was computed) end the same way.
-  for (int32_t i = 1; i <= r.forks_pending; ++i) send_finished(r, reason, error, r.index + i);
+  RequestStats unforked;
+  unforked.n_prompt_tokens = r.seq.n_prompt;
+  unforked.e2e_seconds = s.e2e_seconds;
+  for (int32_t i = 1; i <= r.forks_pending; ++i) deliver_quietly(r, finished_event(r.request_id, r.index + i, reason, error, unforked));
   const int64_t n_ended = 1 + r.forks_pending;
   active.erase(r.seq.id);  // destroys r
   std::lock_guard lock(mutex);
   n_live -= size_t(n_ended);
-}
-
-void Engine::Impl::send_finished(ActiveRequest& r, FinishReason reason, const std::string& error, int32_t index) {
-  StreamEvent ev;
-  ev.kind = StreamEvent::Kind::Finished;
-  ev.request_id = r.request_id;
-  ev.index = index;
-  ev.finish_reason = reason;
-  ev.error = error;
-  ev.stats.n_prompt_tokens = r.seq.n_prompt;
-  ev.stats.e2e_seconds = seconds_between(r.submitted, Clock::now());
-  deliver_quietly(r, ev);
 }
 
 void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children) {
@@ -241,6 +213,7 @@ void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& chil
     child->index = parent.index + i;
     child->submitted = parent.submitted;
     child->first_scheduled = parent.first_scheduled;
+    child->n_prompt_logits_sent = parent.n_prompt_logits_sent;
     Sequence& s = child->seq;
     s.id = next_seq_id++;
     s.priority = parent.seq.priority;
@@ -253,6 +226,7 @@ void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& chil
     s.block_hashes = parent.seq.block_hashes;
     s.prefix_seed = parent.seq.prefix_seed;
     s.n_cached_prompt_tokens = parent.seq.n_cached_prompt_tokens;
+    s.all_logits = parent.seq.all_logits;
     s.ever_scheduled = true;
     for (int32_t block : s.block_table) blocks->share(block);
     scheduler->add_running(&s);
@@ -260,35 +234,6 @@ void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& chil
     active.emplace(s.id, std::move(child));
   }
   parent.forks_pending = 0;
-}
-
-void Engine::Impl::emit_token(ActiveRequest& r, int32_t id, std::span<const float> logits) {
-  const SamplingParams& sp = r.request.sampling;
-  if (r.n_generated == 0) r.first_token = Clock::now();
-  if (!sp.ignore_eos && model->tokenizer().is_eog(id)) {
-    finish(r, FinishReason::Stop);
-    return;
-  }
-  r.seq.tokens.push_back(id);
-  ++r.n_generated;
-  StreamEvent ev;
-  ev.kind = StreamEvent::Kind::Token;
-  ev.request_id = r.request_id;
-  ev.index = r.index;
-  ev.token = id;
-  ev.text = r.stops.push(r.decoder.push(id));
-  if (r.request.logprobs || r.request.top_logprobs > 0) {
-    ev.sampled = {id, r.sampler.logprob(id)};
-    for (const auto& [alt, lp] : r.sampler.top_logprobs(size_t(r.request.top_logprobs)))
-      ev.top_logprobs.push_back({alt, lp});
-  }
-  if (r.request.capture_logits) ev.logits.assign(logits.begin(), logits.end());
-  r.on_event(ev);
-  if (r.stops.stopped()) {
-    finish(r, FinishReason::Stop);
-  } else if (r.n_generated >= sp.max_tokens || int64_t(r.seq.tokens.size()) >= r.seq.max_len) {
-    finish(r, FinishReason::Length);
-  }
 }
 
 void Engine::Impl::publish_stats() {
@@ -337,6 +282,13 @@ void Engine::Impl::apply_commands() {
   }
 }
 
+void Engine::Impl::expire(Clock::time_point now) {
+  std::vector<ActiveRequest*> expired;
+  for (auto& [id, r] : active)
+    if (r->request.deadline && *r->request.deadline <= now) expired.push_back(r.get());
+  for (ActiveRequest* r : expired) finish(*r, FinishReason::Timeout);
+}
+
 void Engine::Impl::fail_request(uint64_t seq_id, const char* what) {
   if (auto it = active.find(seq_id); it != active.end()) finish(*it->second, FinishReason::Error, what);
 }
@@ -344,89 +296,40 @@ void Engine::Impl::fail_request(uint64_t seq_id, const char* what) {
 bool Engine::Impl::step() {
   const auto now = Clock::now();
   apply_commands();
-  std::vector<ActiveRequest*> expired;
-  for (auto& [id, r] : active)
-    if (r->request.deadline && *r->request.deadline <= now) expired.push_back(r.get());
-  for (ActiveRequest* r : expired) finish(*r, FinishReason::Timeout);
+  expire(now);
 
-  StepPlan plan = scheduler->schedule(now);
+  // 1. Schedule: which sequences run which tokens, and which rows want logits (all fixed in the plan).
+  const StepPlan plan = scheduler->schedule(now);
   counters.n_preemptions += plan.preempted.size();
   if (plan.empty()) {
     publish_stats();
     return false;
   }
-  for (const BlockCopy& copy : plan.copies) kv->copy_block(copy.from, copy.to, copy.n_positions);
+  begin(plan, now);
+  // Counted now: the update may finish (and free) the plan's sequences.
+  StepStats st;
+  st.n_seqs = int64_t(plan.chunks.size());
+  st.n_tokens = plan.n_tokens;
+  for (const ScheduledChunk& chunk : plan.chunks)
+    (chunk.first >= chunk.seq->n_prompt ? st.n_decode_tokens : st.n_prefill_tokens) += chunk.n_tokens;
 
-  batch.clear();
-  int64_t n_prefill = 0, n_decode = 0;
-  for (const ScheduledChunk& chunk : plan.chunks) {
-    Sequence* seq = chunk.seq;
-    ActiveRequest& r = *active.at(seq->id);
-    if (r.first_scheduled == Clock::time_point{} && r.request.report_start) {
-      StreamEvent started;
-      started.kind = StreamEvent::Kind::Started;
-      started.request_id = r.request_id;
-      started.index = r.index;
-      deliver_quietly(r, started);
-    }
-    if (!seq->ever_scheduled || r.first_scheduled == Clock::time_point{}) r.first_scheduled = now;
-    const int32_t s = batch.add_sequence(seq->block_table);
-    const bool logits = chunk.wants_logits();
-    for (int64_t i = seq->n_computed; i < seq->n_computed + chunk.n_tokens; ++i) {
-      batch.add_token(seq->tokens[size_t(i)], int32_t(i), s, logits && i + 1 == seq->n_computed + chunk.n_tokens);
-    }
-    (seq->n_computed >= seq->n_prompt ? n_decode : n_prefill) += chunk.n_tokens;
-  }
+  // 2. Execute: one forward pass over the plan.
   const auto step_start = Clock::now();
   std::span<const float> logits;
   try {
-    logits = forward->run(batch);
+    logits = executor->execute(plan);
   } catch (const std::exception& e) {
     // Nothing of this step is usable: its requests fail, everyone else goes on.
-    std::vector<uint64_t> ids;
-    for (const ScheduledChunk& chunk : plan.chunks) ids.push_back(chunk.seq->id);
-    for (uint64_t id : ids) fail_request(id, e.what());
+    for (const ScheduledChunk& chunk : plan.chunks) fail_request(chunk.seq->id, e.what());
     publish_stats();
     return true;
   }
-  const int64_t n_vocab = model->config().n_vocab;
-  counters.n_computed_tokens += uint64_t(batch.size());
+  counters.n_computed_tokens += uint64_t(plan.n_tokens);
   ++counters.n_steps;
 
-  for (const ScheduledChunk& chunk : plan.chunks) scheduler->on_computed(chunk.seq, chunk.n_tokens);
-  size_t row = 0;
-  for (const ScheduledChunk& chunk : plan.chunks) {
-    if (!chunk.seq->n_computed || chunk.seq->n_computed != int64_t(chunk.seq->tokens.size())) continue;
-    ActiveRequest& r = *active.at(chunk.seq->id);
-    const auto row_logits = logits.subspan(row++ * size_t(n_vocab), size_t(n_vocab));
-    if (!std::all_of(row_logits.begin(), row_logits.end(), [](float v) { return std::isfinite(v); })) {
-      finish(r, FinishReason::Error, "non-finite logits");
-      continue;
-    }
-    // A throw from one request's sampling, decoding or callback ends that request, not the engine.
-    std::vector<ActiveRequest*> samples{&r};
-    try {
-      if (r.forks_pending > 0) fork(r, samples);
-    } catch (const std::exception& e) {
-      fail_request(chunk.seq->id, e.what());
-      continue;
-    }
-    for (ActiveRequest* sample : samples) {
-      const uint64_t seq_id = sample->seq.id;
-      try {
-        const SampledToken t = sample->sampler.sample(row_logits, sample->seq.tokens);
-        emit_token(*sample, t.id, row_logits);
-      } catch (const std::exception& e) {
-        fail_request(seq_id, e.what());
-      }
-    }
-  }
+  // 3. Update: sample, append, register prefixes, fork, finish, emit.
+  update(plan, logits);
 
-  StepStats st;
-  st.n_seqs = int64_t(plan.chunks.size());
-  st.n_tokens = batch.size();
-  st.n_prefill_tokens = n_prefill;
-  st.n_decode_tokens = n_decode;
   st.seconds = seconds_between(step_start, Clock::now());
   publish_stats();
   std::function<void(const StepStats&)> obs;
@@ -436,6 +339,103 @@ bool Engine::Impl::step() {
   }
   if (obs) obs(st);
   return true;
+}
+
+void Engine::Impl::begin(const StepPlan& plan, Clock::time_point now) {
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    ActiveRequest& r = *active.at(chunk.seq->id);
+    if (r.first_scheduled == Clock::time_point{} && r.request.report_start) {
+      StreamEvent started;
+      started.kind = StreamEvent::Kind::Started;
+      started.request_id = r.request_id;
+      started.index = r.index;
+      deliver_quietly(r, started);
+    }
+    if (!chunk.seq->ever_scheduled || r.first_scheduled == Clock::time_point{}) r.first_scheduled = now;
+  }
+}
+
+void Engine::Impl::update(const StepPlan& plan, std::span<const float> logits) {
+  const auto n_vocab = size_t(model->config().n_vocab);
+  for (const ScheduledChunk& chunk : plan.chunks) scheduler->on_computed(chunk.seq, chunk.n_tokens);
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (chunk.n_logits == 0) continue;
+    ActiveRequest& r = *active.at(chunk.seq->id);
+    const auto rows = logits.subspan(size_t(chunk.logits_row) * n_vocab, size_t(chunk.n_logits) * n_vocab);
+    if (r.request.prompt_logits) {
+      const uint64_t seq_id = r.seq.id;
+      deliver_prompt_logits(r, chunk, rows);
+      if (!active.contains(seq_id)) continue;  // its callback threw
+      if (chunk.completes && r.request.sampling.max_tokens == 0) {
+        finish(r, FinishReason::Length);
+        continue;
+      }
+    }
+    if (!chunk.completes) continue;
+    const auto row = rows.last(n_vocab);
+    if (!all_finite(row)) {
+      finish(r, FinishReason::Error, "non-finite logits");
+      continue;
+    }
+    if (r.forks_pending == 0) {
+      sample(r, row);
+      continue;
+    }
+    // The prompt is computed: the other samples fork off here, sharing its blocks (copy-on-write).
+    std::vector<ActiveRequest*> samples{&r};
+    try {
+      fork(r, samples);
+    } catch (const std::exception& e) {
+      fail_request(chunk.seq->id, e.what());
+      continue;
+    }
+    for (ActiveRequest* s : samples) sample(*s, row);
+  }
+}
+
+void Engine::Impl::deliver_prompt_logits(ActiveRequest& r, const ScheduledChunk& chunk, std::span<const float> rows) {
+  const auto n_vocab = size_t(model->config().n_vocab);
+  const int64_t rows_first = chunk.first + chunk.n_tokens - chunk.n_logits;  // position of rows[0]
+  const int64_t from = std::max(rows_first, r.n_prompt_logits_sent);
+  const int64_t to = std::min(chunk.first + chunk.n_tokens, r.seq.n_prompt);
+  if (from >= to) return;
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::PromptLogits;
+  ev.request_id = r.request_id;
+  ev.index = r.index;
+  const auto part = rows.subspan(size_t(from - rows_first) * n_vocab, size_t(to - from) * n_vocab);
+  ev.logits.assign(part.begin(), part.end());
+  r.n_prompt_logits_sent = to;
+  const uint64_t seq_id = r.seq.id;
+  try {
+    r.on_event(ev);
+  } catch (const std::exception& e) {
+    fail_request(seq_id, e.what());
+  }
+}
+
+void Engine::Impl::sample(ActiveRequest& r, std::span<const float> row) {
+  const uint64_t seq_id = r.seq.id;
+  try {
+    // A per-sequence logits processor (structured output's token mask) goes here: it constrains what the
+    // sampler may draw from `row` (shared by forked samples: mask a copy, or inside the sampler's own copy),
+    // and is advanced with the accepted token after OutputProcessor::accept below.
+    const SampledToken t = r.sampler.sample(row, r.seq.tokens);
+    if (r.output.n_generated() == 0) r.first_token = Clock::now();
+    StreamEvent ev;
+    ev.kind = StreamEvent::Kind::Token;
+    ev.request_id = r.request_id;
+    ev.index = r.index;
+    const TokenOutcome out =
+        r.output.accept(t.id, r.sampler, row, int64_t(r.seq.tokens.size()) + 1, r.seq.max_len, ev);
+    if (out.keep) {
+      r.seq.tokens.push_back(t.id);
+      r.on_event(ev);
+    }
+    if (out.finish) finish(r, *out.finish);
+  } catch (const std::exception& e) {
+    fail_request(seq_id, e.what());
+  }
 }
 
 void Engine::Impl::loop() {
@@ -491,7 +491,10 @@ void Engine::Impl::stop() {
 }
 
 Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options)
-    : impl_(std::make_unique<Impl>(std::move(model), options)) {}
+    : impl_(std::make_unique<Impl>(std::move(model), options, nullptr)) {}
+
+Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options, ThreadPool& pool)
+    : impl_(std::make_unique<Impl>(std::move(model), options, &pool)) {}
 
 Engine::~Engine() = default;
 
@@ -503,9 +506,11 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
   if (request.top_logprobs < 0 || request.top_logprobs > 20) fail("top_logprobs must be in 0..20");
   if (request.n < 1 || request.n > 128) fail("n must be in 1..128");
   const auto n_prompt = int64_t(request.prompt.size());
-  if (n_prompt >= m.n_ctx) {
-    fail("the prompt has {} tokens but the context holds {} (prompt and at least one generated token)", n_prompt,
-         m.n_ctx);
+  // Only the prompt's logits: the prompt may fill the context, as nothing is generated after it.
+  const bool prompt_only = request.prompt_logits && request.sampling.max_tokens == 0;
+  if (n_prompt > m.n_ctx || (n_prompt == m.n_ctx && !prompt_only)) {
+    fail("the prompt has {} tokens but the context holds only {} (prompt and at least one generated token)",
+         n_prompt, m.n_ctx);
   }
   const int64_t max_len = std::min<int64_t>(n_prompt + request.sampling.max_tokens, m.n_ctx);
   if (m.scheduler->blocks_for(max_len) > m.blocks->n_blocks()) {
@@ -523,6 +528,7 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
   r->seq.prefix_seed = r->request.cache_namespace;
   r->seq.n_prompt = n_prompt;
   r->seq.max_len = max_len;
+  r->seq.all_logits = r->request.prompt_logits;
   r->forks_pending = r->request.n - 1;
   uint64_t id;
   {
@@ -530,17 +536,11 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
     if (m.stopping) throw EngineUnavailable("the engine is shutting down");
     id = m.next_id++;
     r->request_id = id;
-    if (r->request.sampling.max_tokens == 0) {
+    if (r->request.sampling.max_tokens == 0 && !r->request.prompt_logits) {
       // Nothing to generate: every sample finishes at once, without touching the cache.
-      for (int32_t i = 0; i < r->request.n; ++i) {
-        StreamEvent ev;
-        ev.kind = StreamEvent::Kind::Finished;
-        ev.request_id = id;
-        ev.index = i;
-        ev.finish_reason = FinishReason::Length;
-        ev.stats.n_prompt_tokens = n_prompt;
-        r->on_event(ev);
-      }
+      RequestStats stats;
+      stats.n_prompt_tokens = n_prompt;
+      for (int32_t i = 0; i < r->request.n; ++i) r->on_event(finished_event(id, i, FinishReason::Length, {}, stats));
       return id;
     }
     m.n_live += size_t(r->request.n);

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/kv_sizing.h"
 #include "engine/request.h"
 #include "kernels/attention.h"
 #include "model/model.h"
@@ -27,7 +29,7 @@ const char* batching_mode_name(BatchingMode mode);
 
 struct EngineOptions {
   int threads = 0;                 // 0: physical cores
-  int64_t kv_block_size = 16;
+  int64_t kv_block_size = kDefaultKvBlockSize;
   KvType kv_type = KvType::F16;    // storage of cached keys/values
   int64_t kv_blocks = 0;           // 0: derived from kv_cache_bytes
   uint64_t kv_cache_bytes = 0;     // 0 and kv_blocks 0: room for max_seqs sequences of n_ctx tokens (capped)
@@ -56,12 +58,6 @@ struct EngineStats {
   double kv_usage() const { return kv_blocks_total ? double(kv_blocks_used) / double(kv_blocks_total) : 0.0; }
 };
 
-// The KV pool an engine with `options` gets on a model with `config`: its block count (options.kv_blocks, else
-// options.kv_cache_bytes, else room for max_seqs full-length sequences within 2 GiB) and the bytes of one block.
-// Callers size the cache against the memory available before building the engine (model/memory_fit.h).
-int64_t engine_kv_blocks(const ModelConfig& config, const EngineOptions& options);
-uint64_t engine_kv_block_bytes(const ModelConfig& config, const EngineOptions& options);
-
 // Per-step facts for metrics: how many sequences and tokens the step ran.
 struct StepStats {
   int64_t n_seqs = 0;
@@ -79,7 +75,11 @@ class EngineUnavailable : public Error {
 
 class Engine {
  public:
+  // The pool is sized by engine_kv_blocks() (engine/kv_sizing.h), which callers check against the memory
+  // available first (fit_kv_pool).
   Engine(std::shared_ptr<const Model> model, EngineOptions options);
+  // Runs its forward passes on `pool` (which must outlive it) instead of a pool of its own.
+  Engine(std::shared_ptr<const Model> model, EngineOptions options, ThreadPool& pool);
   ~Engine();  // cancels what is left and joins the step thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -36,6 +36,10 @@ struct Request {
   bool logprobs = false;        // report the sampled token's log-probability
   bool capture_logits = false;  // attach the raw logits row to each token event (tests, debugging)
   bool report_start = false;    // send a Started event when the request is first scheduled (leaves the queue)
+  // Send the logits after every prompt position (PromptLogits events, in position order): perplexity and
+  // reference comparisons. The prompt is then computed whole (no prefix-cache reuse); with max_tokens 0 the
+  // request ends with Length once the prompt is computed, and the prompt may fill the whole context.
+  bool prompt_logits = false;
   // Prefix-cache namespace: cached KV blocks are shared only between requests with the same value, because the
   // hash chain of a prompt's blocks starts from it (0: the common namespace). The server derives it from the
   // tenant and `cache_salt`, so that what one tenant's prompts cached is invisible to another's.
@@ -63,7 +67,8 @@ struct RequestStats {
 // Delivered on the engine's thread, in order; the callback must be quick (hand off, don't block).
 struct StreamEvent {
   // Started: only with Request::report_start, once, when the request leaves the waiting queue (its first step).
-  enum class Kind { Token, Finished, Started };
+  // PromptLogits: only with Request::prompt_logits; `logits` holds [n, n_vocab] for the next n prompt positions.
+  enum class Kind { Token, Finished, Started, PromptLogits };
   Kind kind = Kind::Token;
   uint64_t request_id = 0;
   int32_t index = 0;  // which of the request's n samples
@@ -73,7 +78,7 @@ struct StreamEvent {
   std::string text;
   TokenLogprob sampled;
   std::vector<TokenLogprob> top_logprobs;
-  std::vector<float> logits;  // only with Request::capture_logits
+  std::vector<float> logits;  // only with Request::capture_logits, or a PromptLogits event
   // Kind::Finished: also carries trailing text that was held back.
   FinishReason finish_reason = FinishReason::Stop;
   std::string error;

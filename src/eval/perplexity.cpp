@@ -1,4 +1,4 @@
-// Perplexity and reference comparison from Generator::prompt_logits, one window at a time (log-softmax in
+// Perplexity and reference comparison from OfflineEngine::prompt_logits, one window at a time (log-softmax in
 // double precision).
 #include "eval/perplexity.h"
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/generator.h"
+#include "engine/offline_engine.h"
 
 namespace tessera {
 namespace {
@@ -46,9 +46,9 @@ PerplexityResult evaluate_perplexity(std::shared_ptr<const Model> model, std::sh
   int64_t n_windows = (int64_t(tokens.size()) + per_window - 1) / per_window;
   if (o.max_windows > 0) n_windows = std::min(n_windows, o.max_windows);
 
-  Generator gen(model, pool, o.ctx, 512, o.kv_type);
-  std::unique_ptr<Generator> ref_gen;
-  if (reference) ref_gen = std::make_unique<Generator>(reference, pool, o.ctx, 512, o.ref_kv_type);
+  OfflineEngine gen(model, pool, o.ctx, 512, o.kv_type);
+  std::unique_ptr<OfflineEngine> ref_gen;
+  if (reference) ref_gen = std::make_unique<OfflineEngine>(reference, pool, o.ctx, 512, o.ref_kv_type);
 
   PerplexityResult r;
   r.has_reference = reference != nullptr;

@@ -22,13 +22,6 @@ void require_weights_fit_in_memory(const Model& model, uint64_t available_bytes)
        model.name(), double(needed) / kGiB, double(available_bytes) / kGiB);
 }
 
-uint64_t kv_cache_budget_bytes(const Model& model, uint64_t available_bytes) {
-  if (available_bytes == 0) return std::numeric_limits<uint64_t>::max();
-  const uint64_t reserve = std::max<uint64_t>(available_bytes / 16, uint64_t{256} << 20);
-  const uint64_t taken = model.weight_bytes() + reserve;
-  return available_bytes > taken ? available_bytes - taken : 0;
-}
-
 void require_kv_cache_fits_in_memory(const Model& model, uint64_t kv_bytes, uint64_t available_bytes,
                                      const std::string& kv_source) {
   const uint64_t weights = model.weight_bytes();

@@ -17,10 +17,7 @@ class Model;
 // check). The message names the model, both sizes and the way out (a smaller type, or the override option).
 void require_weights_fit_in_memory(const Model& model, uint64_t available_bytes);
 
-// What the KV cache may take when its size is derived rather than given: the memory available after the
-// weights, less a reserve for activations, logits and the rest of the process (1/16 of what is available, at
-// least 256 MiB). UINT64_MAX when `available_bytes` is 0 (unknown), 0 when nothing is left.
-uint64_t kv_cache_budget_bytes(const Model& model, uint64_t available_bytes);
+// What the KV cache may take beside the weights (the reserve) is engine/kv_sizing.h's kv_cache_budget_bytes.
 
 // Throws when the weights and a KV cache of `kv_bytes` together exceed `available_bytes` (0: no check).
 // `kv_source` says what sized the cache ("-c 40960", "--kv-blocks 4096") so that the message can name the

@@ -93,7 +93,7 @@ bool Scheduler::grow_blocks(Sequence* seq, int64_t n_positions, StepPlan& plan) 
 }
 
 bool Scheduler::admit(Sequence* seq, int64_t& budget, StepPlan& plan) {
-  if (seq->n_computed == 0 && seq->block_table.empty()) {
+  if (seq->n_computed == 0 && seq->block_table.empty() && !seq->all_logits) {
     // Reuse cached full blocks of the prefix, always leaving at least one token to compute for logits.
     const auto max_blocks = (int64_t(seq->tokens.size()) - 1) / blocks_.block_size();
     seq->block_table = blocks_.match_prefix(seq->tokens, max_blocks, seq->prefix_seed);
@@ -118,10 +118,22 @@ bool Scheduler::admit(Sequence* seq, int64_t& budget, StepPlan& plan) {
   seq->admitted = ++admit_counter_;
   seq->ever_scheduled = true;
   running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, running_before), seq);
-  plan.chunks.push_back({seq, n});
-  plan.n_tokens += n;
+  add_chunk(plan, seq, n);
   budget -= n;
   return true;
+}
+
+void Scheduler::add_chunk(StepPlan& plan, Sequence* seq, int64_t n) {
+  ScheduledChunk c;
+  c.seq = seq;
+  c.first = seq->n_computed;
+  c.n_tokens = n;
+  c.completes = c.first + n == int64_t(seq->tokens.size());
+  c.n_logits = seq->all_logits ? n : c.completes ? 1 : 0;
+  c.logits_row = plan.n_logits;
+  plan.chunks.push_back(c);
+  plan.n_tokens += n;
+  plan.n_logits += c.n_logits;
 }
 
 StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
@@ -161,8 +173,7 @@ StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
       }
     }
     if (!placed) continue;  // `seq` itself went back to waiting; running_[i] is now the next one
-    plan.chunks.push_back({seq, n});
-    plan.n_tokens += n;
+    add_chunk(plan, seq, n);
     budget -= n;
     ++i;
   }

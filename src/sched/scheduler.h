@@ -24,10 +24,19 @@ struct SchedulerOptions {
   std::chrono::milliseconds max_wait{10};                  // Window: longest wait to fill a batch
 };
 
+// One sequence's share of a step, fixed when the step is planned: nothing here is re-derived from the sequence
+// after the forward pass has moved its n_computed on.
 struct ScheduledChunk {
   Sequence* seq = nullptr;
-  int64_t n_tokens = 0;  // compute tokens [seq->n_computed, seq->n_computed + n_tokens)
-  bool wants_logits() const { return seq->n_computed + n_tokens == int64_t(seq->tokens.size()); }
+  int64_t first = 0;       // compute positions [first, first + n_tokens): seq->n_computed when planned
+  int64_t n_tokens = 0;
+  // The chunk ends at the sequence's last known token: its last logits row is the one to sample from.
+  bool completes = false;
+  // Logits rows the chunk returns, for its last n_logits tokens: 1 when it completes the sequence, every token
+  // with Sequence::all_logits, else 0. They start at row `logits_row` of the step's logits.
+  int64_t n_logits = 0;
+  int64_t logits_row = 0;
+  bool wants_logits() const { return completes; }
 };
 
 struct BlockCopy {
@@ -40,6 +49,7 @@ struct StepPlan {
   std::vector<ScheduledChunk> chunks;
   std::vector<Sequence*> preempted;  // sent back to waiting this step (their blocks are freed)
   int64_t n_tokens = 0;
+  int64_t n_logits = 0;              // rows of logits the step returns: the sum of the chunks' n_logits
   bool empty() const { return chunks.empty(); }
 };
 
@@ -72,6 +82,8 @@ class Scheduler {
   void free_blocks(Sequence* seq);
   void preempt(Sequence* seq, StepPlan& plan);
   bool admit(Sequence* seq, int64_t& budget, StepPlan& plan);
+  // Appends seq's next n tokens to the plan, with the logits rows they return.
+  void add_chunk(StepPlan& plan, Sequence* seq, int64_t n);
   void insert_waiting(Sequence* seq);
   Sequence* lowest_running() const;  // lowest priority, most recently admitted
 

@@ -30,6 +30,9 @@ struct Sequence {
   int32_t n_preemptions = 0;
   int64_t n_cached_prompt_tokens = 0;   // from the prefix cache at first admission
   bool ever_scheduled = false;
+  // Every position's logits are wanted, not only the last one's (perplexity): such a sequence never reuses
+  // cached prefix blocks, whose positions were never computed for it and so have no logits.
+  bool all_logits = false;
   std::chrono::steady_clock::time_point enqueued_at{};  // when it (re)entered the waiting queue
 
   int64_t n_uncomputed() const { return int64_t(tokens.size()) - n_computed; }

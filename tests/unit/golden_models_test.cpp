@@ -10,7 +10,7 @@
 #include <iterator>
 
 #include "core/thread_pool.h"
-#include "engine/generator.h"
+#include "engine/offline_engine.h"
 #include "formats/llama2c.h"
 #include "model/embedded_model.h"
 #include "model/model.h"
@@ -59,7 +59,7 @@ TEST(GoldenStories, GreedyContinuationsMatchRunC) {
   ASSERT_EQ(cases.size(), 8u);
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
-    Generator generator(model, pool);
+    OfflineEngine generator(model, pool);
     for (const auto& c : cases) {
       const auto prompt = model->tokenizer().encode(c["prompt"].get<std::string>(), true);
       EXPECT_EQ(prompt, c["prompt_ids"].get<std::vector<int32_t>>()) << c["prompt"];
@@ -79,7 +79,7 @@ TEST(GoldenStories, PromptLogitsMatchRunC) {
   std::vector<float> expected(raw.size() / sizeof(float));
   std::memcpy(expected.data(), raw.data(), raw.size());
   ThreadPool pool(2);
-  Generator generator(model, pool);
+  OfflineEngine generator(model, pool);
   const auto logits = generator.prompt_logits(ids);
   ASSERT_EQ(logits.size(), expected.size());
   float max_diff = 0.0f;
@@ -93,7 +93,7 @@ TEST(GoldenTinyRandom, LlamaCppGreedyIdsAndLogits) {
   const auto prompt = model->tokenizer().encode(ref["prompt"].get<std::string>(), true);
   ASSERT_EQ(prompt, ref["prompt_ids"].get<std::vector<int32_t>>());
   ThreadPool pool(2);
-  Generator generator(model, pool);
+  OfflineEngine generator(model, pool);
   const auto logits = generator.prompt_logits(prompt);
   const size_t n_vocab = size_t(model->config().n_vocab);
   const float* last = logits.data() + (prompt.size() - 1) * n_vocab;

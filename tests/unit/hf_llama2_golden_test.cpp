@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/thread_pool.h"
-#include "engine/generator.h"
+#include "engine/offline_engine.h"
 #include "formats/gguf.h"
 #include "hf_test_folder.h"
 #include "model/model.h"
@@ -145,7 +145,7 @@ TEST(HfGolden, Llama2TinyRandomFolderMatchesLlamaCpp) {
   const auto prompt = folder->tokenizer().encode(ref["prompt"].get<std::string>(), true);
   ASSERT_EQ(prompt, ref["prompt_ids"].get<std::vector<int32_t>>());
   ThreadPool pool(2);
-  Generator from_folder(folder, pool), from_gguf(gguf, pool);
+  OfflineEngine from_folder(folder, pool), from_gguf(gguf, pool);
   const std::vector<float> a = from_folder.prompt_logits(prompt), b = from_gguf.prompt_logits(prompt);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "folder and GGUF logits differ";

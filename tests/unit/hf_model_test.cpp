@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/json_file.h"
 #include "core/thread_pool.h"
-#include "engine/generator.h"
+#include "engine/offline_engine.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "hf_test_folder.h"
@@ -42,7 +42,7 @@ ThreadPool& pool() {
 const std::vector<int32_t> kPrompt = {72, 101, 108, 108, 111, 256, 257, 258, 44, 32, 119, 261, 260, 5, 200};
 
 std::vector<float> logits_of(const std::shared_ptr<Model>& model) {
-  Generator generator(model, pool(), 32, 4);
+  OfflineEngine generator(model, pool(), 32, 4);
   return generator.prompt_logits(kPrompt);
 }
 
@@ -235,8 +235,8 @@ TEST(HfFolder, SlidingWindowLimitsTheContext) {
   EXPECT_EQ(model->config().n_ctx_train, 16);
   EXPECT_EQ(model->config().sliding_window, 16);
   EXPECT_EQ(model->file()->get_uint("llama.attention.sliding_window"), 16u);
-  EXPECT_NO_THROW(Generator(model, pool(), 16));
-  EXPECT_THROW(Generator(model, pool(), 17), Error);
+  EXPECT_NO_THROW(OfflineEngine(model, pool(), 16));
+  EXPECT_THROW(OfflineEngine(model, pool(), 17), Error);
   expect_clean_error(run_tessera("run -m " + dir.path + " -c 32 -n 2"), "16-token sliding attention window");
 }
 

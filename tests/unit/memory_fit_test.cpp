@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/memory_info.h"
+#include "engine/kv_sizing.h"
 #include "model/memory_fit.h"
 #include "model/model.h"
 #include "hf_test_folder.h"

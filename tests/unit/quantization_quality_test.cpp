@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "engine/generator.h"
+#include "engine/offline_engine.h"
 #include "eval/perplexity.h"
 #include "kernels/lowbit.h"
 #include "kernels/quant.h"
@@ -217,7 +217,7 @@ TEST(Calibration, CaptureForwardMatchesEngine) {
   auto model = Model::load_embedded();
   ThreadPool pool(2);
   const std::vector<int32_t> tokens = model->tokenizer().encode("Once upon a time, there was a little dog.", true);
-  Generator gen(model, pool, 64);
+  OfflineEngine gen(model, pool, 64);
   const std::vector<float> want = gen.prompt_logits(tokens);
   const std::vector<float> got = quant::capture_forward(*model, tokens, nullptr, pool);
   ASSERT_EQ(got.size(), want.size());

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "core/thread_pool.h"
-#include "engine/generator.h"
+#include "engine/offline_engine.h"
 #include "model/model.h"
 #include "hf_test_folder.h"
 #include "reference_model.h"
@@ -96,7 +96,7 @@ TEST_P(ReferenceForward, EngineAgreesWithNaiveFp64) {
   for (int threads : {1, 2}) {
     for (int64_t chunk : {int64_t(1), int64_t(5), int64_t(64)}) {
       ThreadPool pool(threads);
-      Generator generator(model, pool, 32, chunk);
+      OfflineEngine generator(model, pool, 32, chunk);
       const LogitDiff d = compare_logits(expected, generator.prompt_logits(tokens));
       // fp32 accumulation over a few hundred terms: relative error well under 1e-4 of the logit scale.
       EXPECT_LT(d.max_diff, 1e-4 * std::max(1.0, d.max_ref)) << v.name << " threads=" << threads << " chunk=" << chunk;
@@ -157,7 +157,7 @@ TEST_P(ReferenceForwardHf, FolderServedDirectlyAgreesWithNaiveFp64) {
   const auto expected = reference_logits(hf.ref, tokens);
 
   ThreadPool pool(2);
-  Generator generator(model, pool, 32, 5);
+  OfflineEngine generator(model, pool, 32, 5);
   const LogitDiff d = compare_logits(expected, generator.prompt_logits(tokens));
   const double tolerance = 1e-4 * std::max(1.0, d.max_ref);
   EXPECT_LT(d.max_diff, tolerance) << v.name;

@@ -16,7 +16,7 @@
 #include "bench/process_memory.h"
 #include "bench/roofline.h"
 #include "core/error.h"
-#include "engine/generator.h"
+#include "engine/offline_engine.h"
 #include "formats/gguf.h"
 #include "formats/vocab_gguf.h"
 #include "model/model.h"
@@ -164,7 +164,7 @@ TEST(SyntheticModel, VocabularyTokenizesAndRoundTrips) {
 }
 
 std::vector<float> logits_of(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt) {
-  Generator g(model, test_pool(), 64);
+  OfflineEngine g(model, test_pool(), 64);
   return g.prompt_logits(prompt);
 }
 
@@ -202,7 +202,7 @@ TEST(SyntheticModel, WritesLoadsAndRunsEveryType) {
       greedy.temperature = 0.0f;
       greedy.max_tokens = 4;
       greedy.ignore_eos = true;
-      Generator g(model, test_pool(), 64);
+      OfflineEngine g(model, test_pool(), 64);
       const GenerationResult r = g.generate(model->tokenizer().encode("Once upon a time", true), greedy);
       EXPECT_EQ(r.tokens.size(), 4u);
       // Every weight has been read: the mapping is resident, and never more than the file.
