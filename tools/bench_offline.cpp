@@ -20,13 +20,14 @@ void add_offline_bench_options(CLI::App* cmd, OfflineBenchCli& o) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-output", o.bench.max_output_tokens, "--offline: longest output")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--max-seqs", o.bench.engine.max_seqs, "--offline: sequences per step (static batch size)")
+  cmd->add_option("--max-seqs", o.bench.engine.scheduling.max_seqs, "--offline: sequences per step (static batch size)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--max-batched-tokens", o.bench.engine.max_batched_tokens, "--offline: tokens per step")
+  cmd->add_option("--max-batched-tokens", o.bench.engine.scheduling.max_batched_tokens, "--offline: tokens per step")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--preferred-batch", o.bench.engine.preferred_batch, "--offline: window batch size")
+  cmd->add_option("--preferred-batch", o.bench.engine.scheduling.batch_size, "--offline: window batch size")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--max-wait-ms", o.bench.engine.max_wait_ms, "--offline: window length")->capture_default_str()
+  cmd->add_option("--max-wait-ms", o.bench.engine.scheduling.max_wait_ms, "--offline: window length")
+      ->capture_default_str()
       ->check(CLI::Range(0, 600000));
   cmd->add_option("--kv-block-size", o.bench.engine.kv_block_size, "--offline: KV block size")->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -45,12 +46,12 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
   b.engine.threads = threads;
   b.engine.kv_cache_bytes = o.kv_cache_mb << 20;
   fit_engine_kv_cache(*model, b.engine, available_bytes, fmt::format("--kv-cache-mb {}", o.kv_cache_mb));
-  b.engine.preferred_batch = std::min(b.engine.preferred_batch, b.engine.max_seqs);
+  b.engine.scheduling.batch_size = std::min(b.engine.scheduling.batch_size, b.engine.scheduling.max_seqs);
   if (!json) {
     std::printf("offline batching benchmark: %s, %d requests, prompt %d, output %d-%d, max_seqs %lld, "
                 "max_batched_tokens %lld\n",
                 model->name().c_str(), b.n_requests, b.prompt_tokens, b.min_output_tokens, b.max_output_tokens,
-                (long long)b.engine.max_seqs, (long long)b.engine.max_batched_tokens);
+                (long long)b.engine.scheduling.max_seqs, (long long)b.engine.scheduling.max_batched_tokens);
     std::fflush(stdout);
   }
   const auto results = run_offline_bench(model, b);
@@ -70,8 +71,8 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
     doc["requests"] = b.n_requests;
     doc["prompt_tokens"] = b.prompt_tokens;
     doc["output_tokens_range"] = {b.min_output_tokens, b.max_output_tokens};
-    doc["max_seqs"] = b.engine.max_seqs;
-    doc["max_batched_tokens"] = b.engine.max_batched_tokens;
+    doc["max_seqs"] = b.engine.scheduling.max_seqs;
+    doc["max_batched_tokens"] = b.engine.scheduling.max_batched_tokens;
     doc["threads"] = threads;
     for (const auto& r : results) {
       doc["modes"].push_back({{"mode", r.mode},

@@ -231,7 +231,7 @@ int serve(ServeOptions& o) {
 void add_serve_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   auto o = std::make_shared<ServeOptions>();
-  o->engine.max_seqs = 64;
+  o->engine.scheduling.max_seqs = 64;
   cmd->add_option("-m,--model", o->model_path, "GGUF model or Hugging Face folder (default: the embedded stories260K)");
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("--fallback-model", o->fallback_path,
@@ -316,9 +316,10 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("-t,--threads", o->engine.threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "context length (default: the model's)")
       ->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--max-seqs", o->engine.max_seqs, "sequences per batch")->capture_default_str()
+  cmd->add_option("--max-seqs", o->engine.scheduling.max_seqs, "sequences per batch")->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--max-batched-tokens", o->engine.max_batched_tokens, "tokens per step")->capture_default_str()
+  cmd->add_option("--max-batched-tokens", o->engine.scheduling.max_batched_tokens, "tokens per step")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--kv-blocks", o->engine.kv_blocks, "KV cache blocks (0: derived)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-mem", o->engine.kv_cache_bytes, "KV cache size in bytes, e.g. 512MB (0: derived)")
@@ -326,13 +327,14 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--kv-block-size", o->engine.kv_block_size, "token positions per KV block")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   add_kv_type_option(cmd, "--kv-type", o->engine.kv_type, "KV cache storage: f32, f16, bf16, int8, fp8 (default f16)");
-  const std::map<std::string, BatchingMode> modes{{"continuous", BatchingMode::Continuous},
-                                                  {"static", BatchingMode::Static}, {"window", BatchingMode::Window}};
-  cmd->add_option("--batching", o->engine.batching, "continuous (default), static or window")
+  const std::map<std::string, SchedulingPolicy> modes{{"continuous", SchedulingPolicy::Continuous},
+                                                      {"static", SchedulingPolicy::Static},
+                                                      {"window", SchedulingPolicy::Window}};
+  cmd->add_option("--batching", o->engine.scheduling.policy, "continuous (default), static or window")
       ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case));
-  cmd->add_option("--max-wait-ms", o->engine.max_wait_ms, "window batching: longest wait to fill a batch")
+  cmd->add_option("--max-wait-ms", o->engine.scheduling.max_wait_ms, "window batching: longest wait to fill a batch")
       ->capture_default_str()->check(CLI::Range(0, 600000));
-  cmd->add_option("--preferred-batch", o->engine.preferred_batch, "window batching: batch size")
+  cmd->add_option("--preferred-batch", o->engine.scheduling.batch_size, "window batching: batch size")
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_flag("--no-prefix-caching{false}", o->engine.prefix_caching, "do not reuse cached prompt prefixes");
   cmd->callback([&action, o] { action = [o] { return serve(*o); }; });

@@ -57,13 +57,14 @@ struct Tracker {
   std::promise<void> all_done;
 };
 
-OfflineModeResult run_mode(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& o, BatchingMode mode,
+OfflineModeResult run_mode(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& o,
+                           SchedulingPolicy mode,
                            const Workload& w) {
   EngineOptions eo = o.engine;
-  eo.batching = mode;
+  eo.scheduling.policy = mode;
   Engine engine(model, eo);
   OfflineModeResult r;
-  r.mode = batching_mode_name(mode);
+  r.mode = scheduling_policy_name(mode);
   r.n_requests = int(w.requests.size());
   const uint64_t bytes_per_block = engine.stats().kv_bytes_per_token * uint64_t(eo.kv_block_size);
   std::mutex peak_mutex;
@@ -109,8 +110,8 @@ OfflineModeResult run_mode(const std::shared_ptr<const Model>& model, const Offl
 // token (so prefill is excluded): tokens generated between the first and last token event / elapsed time.
 double decode_rate(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& o, int n) {
   EngineOptions eo = o.engine;
-  eo.batching = BatchingMode::Continuous;
-  eo.max_seqs = std::max<int64_t>(eo.max_seqs, n);
+  eo.scheduling.policy = SchedulingPolicy::Continuous;
+  eo.scheduling.max_seqs = std::max<int64_t>(eo.scheduling.max_seqs, n);
   Engine engine(model, eo);
   const Workload w = make_workload(*model, o, n, 16, o.scaling_output_tokens, o.scaling_output_tokens);
   std::mutex mutex;
@@ -147,7 +148,7 @@ std::vector<OfflineModeResult> run_offline_bench(const std::shared_ptr<const Mod
   const Workload w = make_workload(*model, options, options.n_requests, options.prompt_tokens,
                                    options.min_output_tokens, options.max_output_tokens);
   std::vector<OfflineModeResult> results;
-  for (BatchingMode mode : options.modes) results.push_back(run_mode(model, options, mode, w));
+  for (SchedulingPolicy mode : options.modes) results.push_back(run_mode(model, options, mode, w));
   return results;
 }
 

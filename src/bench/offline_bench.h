@@ -15,7 +15,7 @@ namespace tessera {
 struct OfflineBenchOptions {
   static EngineOptions sixteen_slots() {
     EngineOptions e;
-    e.max_seqs = 16;
+    e.scheduling.max_seqs = 16;
     return e;
   }
 
@@ -24,7 +24,8 @@ struct OfflineBenchOptions {
   int min_output_tokens = 32;   // output lengths are uniform in [min, max]
   int max_output_tokens = 256;
   uint64_t seed = 1;
-  std::vector<BatchingMode> modes = {BatchingMode::Static, BatchingMode::Window, BatchingMode::Continuous};
+  std::vector<SchedulingPolicy> modes = {SchedulingPolicy::Static, SchedulingPolicy::Window,
+                                         SchedulingPolicy::Continuous};
   // Shared by every mode; `batching` is overridden per mode. 16 sequence slots for 64 requests by default, so
   // that static batching runs in waves held by their longest output and the comparison measures something
   // (with as many slots as requests, every mode does the same work).

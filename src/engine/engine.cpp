@@ -20,15 +20,6 @@
 
 namespace tessera {
 
-const char* batching_mode_name(BatchingMode mode) {
-  switch (mode) {
-    case BatchingMode::Continuous: return "continuous";
-    case BatchingMode::Static: return "static";
-    case BatchingMode::Window: return "window";
-  }
-  return "unknown";
-}
-
 namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -65,15 +56,6 @@ void deliver_quietly(ActiveRequest& r, const StreamEvent& ev) {
     std::fprintf(stderr, "engine: request %llu: its callback threw on a start or end event\n",
                  static_cast<unsigned long long>(r.request_id));
   }
-}
-
-SchedulingPolicy policy_for(BatchingMode mode) {
-  switch (mode) {
-    case BatchingMode::Static: return SchedulingPolicy::Static;
-    case BatchingMode::Window: return SchedulingPolicy::Window;
-    case BatchingMode::Continuous: break;
-  }
-  return SchedulingPolicy::Continuous;
 }
 
 bool all_finite(std::span<const float> row) {
@@ -158,19 +140,13 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o, ThreadPool* 
       pool(external_pool ? *external_pool : *own_pool) {
   const ModelConfig& c = model->config();
   if (options.kv_block_size <= 0 || options.kv_block_size > 1024) fail("--kv-block-size must be in 1..1024");
-  if (options.max_batched_tokens <= 0) fail("--max-batched-tokens must be positive");
-  if (options.max_seqs <= 0) fail("--max-seqs must be positive");
+  if (options.scheduling.max_batched_tokens <= 0) fail("--max-batched-tokens must be positive");
+  if (options.scheduling.max_seqs <= 0) fail("--max-seqs must be positive");
   const int64_t n_blocks = engine_kv_blocks(c, options);
   if (n_blocks <= 0) fail("the KV cache is smaller than one block ({} bytes)", engine_kv_block_bytes(c, options));
   kv = std::make_unique<KvPool>(c.n_layer, c.n_head_kv, c.head_dim, n_blocks, options.kv_block_size, options.kv_type);
   blocks = std::make_unique<BlockManager>(n_blocks, options.kv_block_size, options.prefix_caching);
-  SchedulerOptions so;
-  so.max_batched_tokens = options.max_batched_tokens;
-  so.max_seqs = options.max_seqs;
-  so.policy = policy_for(options.batching);
-  so.batch_size = options.batching == BatchingMode::Static ? options.max_seqs : options.preferred_batch;
-  so.max_wait = std::chrono::milliseconds(options.max_wait_ms);
-  scheduler = std::make_unique<Scheduler>(*blocks, so);
+  scheduler = std::make_unique<Scheduler>(*blocks, options.scheduling);
   executor = std::make_unique<Executor>(model, *kv, pool);
   snapshot.kv_blocks_total = n_blocks;
   snapshot.kv_bytes_per_token = kv->bytes_per_token();

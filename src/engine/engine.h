@@ -17,15 +17,9 @@
 #include "engine/request.h"
 #include "kernels/attention.h"
 #include "model/model.h"
+#include "sched/scheduler.h"
 
 namespace tessera {
-
-enum class BatchingMode {
-  Continuous,  // iteration-level: sequences join and leave every step
-  Static,      // a fixed batch runs to completion before new requests start
-  Window,      // collect requests for up to max_wait_ms or until preferred_batch wait, then run them together
-};
-const char* batching_mode_name(BatchingMode mode);
 
 struct EngineOptions {
   int threads = 0;                 // 0: physical cores
@@ -34,12 +28,8 @@ struct EngineOptions {
   int64_t kv_blocks = 0;           // 0: derived from kv_cache_bytes
   uint64_t kv_cache_bytes = 0;     // 0 and kv_blocks 0: room for max_seqs sequences of n_ctx tokens (capped)
   int64_t n_ctx = 0;               // longest sequence (prompt + generation); 0: the model's training context
-  int64_t max_batched_tokens = 512;
-  int64_t max_seqs = 64;
   bool prefix_caching = true;
-  BatchingMode batching = BatchingMode::Continuous;
-  int64_t max_wait_ms = 10;        // Window mode
-  int64_t preferred_batch = 8;     // Window mode and Static batch size
+  SchedulerOptions scheduling;     // policy, token budget, sequence limit: passed to the scheduler as they are
 };
 
 struct EngineStats {

@@ -52,7 +52,7 @@ int64_t engine_kv_blocks(const ModelConfig& c, const EngineOptions& options) {
   uint64_t bytes = options.kv_cache_bytes;
   if (bytes == 0) {
     const int64_t block_size = std::max<int64_t>(options.kv_block_size, 1);
-    const uint64_t want = uint64_t(std::max<int64_t>(options.max_seqs, 0)) *
+    const uint64_t want = uint64_t(std::max<int64_t>(options.scheduling.max_seqs, 0)) *
                           uint64_t(usable_context(c, options.n_ctx)) / uint64_t(block_size) * bytes_per_block;
     bytes = std::min<uint64_t>(want, kDefaultKvCacheCapBytes);
   }

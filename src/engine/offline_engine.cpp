@@ -40,8 +40,8 @@ EngineOptions OfflineEngine::options_for(const Model& model, int64_t n_ctx, int6
   o.n_ctx = usable_context(model.config(), n_ctx);
   o.kv_type = kv_type;
   o.kv_blocks = kv_blocks_for_context(o.n_ctx, o.kv_block_size);
-  o.max_seqs = 1;
-  o.max_batched_tokens = prefill_chunk;
+  o.scheduling.max_seqs = 1;
+  o.scheduling.max_batched_tokens = prefill_chunk;
   o.prefix_caching = false;
   return o;
 }

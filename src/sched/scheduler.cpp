@@ -25,6 +25,15 @@ bool running_before(const Sequence* a, const Sequence* b) {
 
 }  // namespace
 
+const char* scheduling_policy_name(SchedulingPolicy policy) {
+  switch (policy) {
+    case SchedulingPolicy::Continuous: return "continuous";
+    case SchedulingPolicy::Static: return "static";
+    case SchedulingPolicy::Window: return "window";
+  }
+  return "unknown";
+}
+
 Scheduler::Scheduler(BlockManager& blocks, SchedulerOptions options) : blocks_(blocks), options_(options) {}
 
 void Scheduler::insert_waiting(Sequence* seq) {
@@ -182,12 +191,14 @@ StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
   if (batch_policy) {
     if (running_.empty() && batch_pending_.empty() && !waiting_.empty()) {
       // Form the next batch from the requests waiting now; later arrivals wait for the batch after it.
-      const auto batch = std::min<int64_t>(options_.batch_size, options_.max_seqs);
+      const int64_t batch = options_.policy == SchedulingPolicy::Static
+                                ? options_.max_seqs
+                                : std::min<int64_t>(options_.batch_size, options_.max_seqs);
       if (options_.policy == SchedulingPolicy::Window && int64_t(waiting_.size()) < batch) {
         const auto oldest = std::min_element(waiting_.begin(), waiting_.end(), [](auto* a, auto* b) {
           return a->enqueued_at < b->enqueued_at;
         });
-        const auto give_up = (*oldest)->enqueued_at + options_.max_wait;
+        const auto give_up = (*oldest)->enqueued_at + std::chrono::milliseconds(options_.max_wait_ms);
         if (now < give_up) {
           wake_deadline_ = give_up;
           return plan;

@@ -14,14 +14,20 @@
 
 namespace tessera {
 
-enum class SchedulingPolicy { Continuous, Static, Window };
+enum class SchedulingPolicy {
+  Continuous,  // iteration-level: sequences join and leave every step
+  Static,      // a batch of max_seqs requests runs to completion before new requests start
+  Window,      // collect requests for up to max_wait_ms or until batch_size wait, then run them together
+};
+const char* scheduling_policy_name(SchedulingPolicy policy);  // "continuous", "static", "window"
 
+// The scheduler's options, and the engine's: EngineOptions holds one of these, not copies of its fields.
 struct SchedulerOptions {
-  int64_t max_batched_tokens = 512;
-  int64_t max_seqs = 64;
+  int64_t max_batched_tokens = 512;  // tokens per step
+  int64_t max_seqs = 64;             // sequences per step; also the Static policy's batch
   SchedulingPolicy policy = SchedulingPolicy::Continuous;
-  int64_t batch_size = 8;                                  // Static and Window: sequences per batch
-  std::chrono::milliseconds max_wait{10};                  // Window: longest wait to fill a batch
+  int64_t batch_size = 8;            // Window: sequences per batch (at most max_seqs)
+  int64_t max_wait_ms = 10;          // Window: longest wait to fill a batch
 };
 
 // One sequence's share of a step, fixed when the step is planned: nothing here is re-derived from the sequence

@@ -78,8 +78,8 @@ EngineOptions small_options() {
   EngineOptions o;
   o.threads = 2;
   o.kv_blocks = 256;
-  o.max_batched_tokens = 256;
-  o.max_seqs = 16;
+  o.scheduling.max_batched_tokens = 256;
+  o.scheduling.max_seqs = 16;
   return o;
 }
 
@@ -127,8 +127,8 @@ TEST(Engine, BatchInvarianceUnderRandomMixturesChunksAndPreemption) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 6; ++trial) {
     EngineOptions o = small_options();
-    o.max_batched_tokens = std::uniform_int_distribution<int64_t>(1, 80)(rng);
-    o.max_seqs = trial % 3 == 0 ? 8 : std::uniform_int_distribution<int64_t>(1, 8)(rng);
+    o.scheduling.max_batched_tokens = std::uniform_int_distribution<int64_t>(1, 80)(rng);
+    o.scheduling.max_seqs = trial % 3 == 0 ? 8 : std::uniform_int_distribution<int64_t>(1, 8)(rng);
     o.kv_block_size = trial % 2 ? 16 : 4;
     // Every third trial: a pool too small for all sequences at once, so preemption must happen.
     o.kv_blocks = trial % 3 == 0 ? (o.kv_block_size == 16 ? 10 : 40) : 256;
@@ -184,7 +184,7 @@ TEST(Engine, Int8OutliersKeepBatchInvariance) {
     expect_no_leaks(engine);
   }
   EngineOptions o = small_options();
-  o.max_batched_tokens = 37;  // chunked prefill mixed with decode steps
+  o.scheduling.max_batched_tokens = 37;  // chunked prefill mixed with decode steps
   Engine engine(i8, o);
   std::vector<std::unique_ptr<Collector>> collectors;
   for (const auto& p : kPrompts) {
@@ -204,7 +204,7 @@ TEST(Engine, Int8OutliersKeepBatchInvariance) {
 TEST(Engine, FullPoolUnderAStreamOfRequestsNeverWedges) {
   EngineOptions o = small_options();
   o.kv_blocks = 12;  // 192 positions for up to 16 sequences that each want up to ~150
-  o.max_seqs = 16;
+  o.scheduling.max_seqs = 16;
   Engine engine(model(), o);
   std::vector<std::unique_ptr<Collector>> collectors;
   for (int i = 0; i < 40; ++i) {
@@ -365,7 +365,7 @@ TEST(Engine, ACallbackThatThrowsEndsOnlyItsRequest) {
 // queued has not.
 TEST(Engine, ReportStartAnnouncesTheFirstStep) {
   EngineOptions o = small_options();
-  o.max_seqs = 1;
+  o.scheduling.max_seqs = 1;
   Engine engine(model(), o);
   std::mutex mu;
   std::vector<std::pair<int, StreamEvent::Kind>> events;  // (request, kind)
@@ -423,7 +423,7 @@ TEST(Engine, DeadlineEndsWithTimeout) {
 
 TEST(Engine, HigherPriorityPreemptsWhenTheSequenceLimitIsFull) {
   EngineOptions o = small_options();
-  o.max_seqs = 1;
+  o.scheduling.max_seqs = 1;
   Engine engine(model(), o);
   Collector low, high;
   Request slow = greedy_request("Once upon a time", 300);
@@ -446,12 +446,12 @@ TEST(Engine, HigherPriorityPreemptsWhenTheSequenceLimitIsFull) {
 }
 
 TEST(Engine, StaticAndWindowPoliciesGiveTheSameGreedyResults) {
-  for (BatchingMode mode : {BatchingMode::Static, BatchingMode::Window}) {
+  for (SchedulingPolicy mode : {SchedulingPolicy::Static, SchedulingPolicy::Window}) {
     EngineOptions o = small_options();
-    o.batching = mode;
-    o.max_seqs = 3;
-    o.preferred_batch = 3;
-    o.max_wait_ms = 20;
+    o.scheduling.policy = mode;
+    o.scheduling.max_seqs = 3;
+    o.scheduling.batch_size = 3;
+    o.scheduling.max_wait_ms = 20;
     Engine engine(model(), o);
     std::vector<std::unique_ptr<Collector>> collectors;
     for (const auto& p : kPrompts) {
@@ -460,7 +460,7 @@ TEST(Engine, StaticAndWindowPoliciesGiveTheSameGreedyResults) {
     }
     for (size_t i = 0; i < kPrompts.size(); ++i) {
       EXPECT_EQ(collectors[i]->wait().tokens, run_alone(greedy_request(kPrompts[i], 24)).tokens)
-          << batching_mode_name(mode) << " prompt " << i;
+          << scheduling_policy_name(mode) << " prompt " << i;
     }
     expect_no_leaks(engine);
   }

@@ -189,7 +189,7 @@ TEST(Scheduler, StaticBatchRunsToCompletionBeforeNewRequests) {
 TEST(Scheduler, WindowWaitsForABatchOrTheDeadline) {
   BlockManager bm(32, 4, true);
   Scheduler sched(bm, {.max_batched_tokens = 64, .max_seqs = 8, .policy = SchedulingPolicy::Window, .batch_size = 3,
-                       .max_wait = std::chrono::milliseconds(50)});
+                       .max_wait_ms = 50});
   Sequence a = make_seq(1, 4, 2), b = make_seq(2, 4, 2, 0, 2000), c = make_seq(3, 4, 2, 0, 3000);
   const auto t0 = Clock::now();
   sched.add(&a, t0);

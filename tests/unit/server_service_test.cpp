@@ -63,7 +63,7 @@ EngineOptions small_engine() {
   EngineOptions o;
   o.threads = 1;
   o.kv_blocks = 256;
-  o.max_seqs = 16;
+  o.scheduling.max_seqs = 16;
   return o;
 }
 
@@ -311,9 +311,10 @@ TEST(ServiceQueue, ABurstGetsExactlyTheOverflowAs429) {
   o.max_queue = 8;
   o.result_cache_bytes = 0;
   EngineOptions e = small_engine();
-  e.batching = BatchingMode::Window;  // the batch waits for 1000 requests or 30 s: nothing starts meanwhile
-  e.preferred_batch = 1000;
-  e.max_wait_ms = 30000;
+  // The batch waits for 1000 requests or 30 s: nothing starts meanwhile.
+  e.scheduling.policy = SchedulingPolicy::Window;
+  e.scheduling.batch_size = 1000;
+  e.scheduling.max_wait_ms = 30000;
   Harness h(o, e, /*warm_up=*/false);  // its probe would wait for the window too
   std::vector<std::shared_ptr<FakeResponder>> burst;
   for (int i = 0; i < 200; ++i) burst.push_back(h.start("POST", "/v1/completions", kGreedy.dump()));
