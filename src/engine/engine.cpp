@@ -95,6 +95,7 @@ struct Engine::Impl {
   std::shared_ptr<const Model> model;
   EngineOptions options;
   int64_t n_ctx;
+  RequestLimits limits;
   std::unique_ptr<ThreadPool> own_pool;  // null when running on a caller's pool
   ThreadPool& pool;
   std::unique_ptr<KvPool> kv;
@@ -148,6 +149,7 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o, ThreadPool* 
   blocks = std::make_unique<BlockManager>(n_blocks, options.kv_block_size, options.prefix_caching);
   scheduler = std::make_unique<Scheduler>(*blocks, options.scheduling);
   executor = std::make_unique<Executor>(model, *kv, pool);
+  limits = {c.n_vocab, n_ctx, options.kv_block_size, n_blocks};
   snapshot.kv_blocks_total = n_blocks;
   snapshot.kv_bytes_per_token = kv->bytes_per_token();
   thread = std::thread([this] { loop(); });
@@ -476,23 +478,9 @@ Engine::~Engine() = default;
 
 uint64_t Engine::submit(Request request, EventCallback on_event) {
   Impl& m = *impl_;
-  const int64_t n_vocab = m.model->config().n_vocab;
-  check_prompt_tokens(request.prompt, n_vocab);
-  if (const std::string problem = validate(request.sampling); !problem.empty()) fail("{}", problem);
-  if (request.top_logprobs < 0 || request.top_logprobs > 20) fail("top_logprobs must be in 0..20");
-  if (request.n < 1 || request.n > 128) fail("n must be in 1..128");
+  check_request(request, m.limits);
   const auto n_prompt = int64_t(request.prompt.size());
-  // Only the prompt's logits: the prompt may fill the context, as nothing is generated after it.
-  const bool prompt_only = request.prompt_logits && request.sampling.max_tokens == 0;
-  if (n_prompt > m.n_ctx || (n_prompt == m.n_ctx && !prompt_only)) {
-    fail("the prompt has {} tokens but the context holds only {} (prompt and at least one generated token)",
-         n_prompt, m.n_ctx);
-  }
   const int64_t max_len = std::min<int64_t>(n_prompt + request.sampling.max_tokens, m.n_ctx);
-  if (m.scheduler->blocks_for(max_len) > m.blocks->n_blocks()) {
-    fail("the request needs {} KV blocks ({} tokens) but the whole cache has {}", m.scheduler->blocks_for(max_len),
-         max_len, m.blocks->n_blocks());
-  }
   if (!request.sampling.has_seed) {
     request.sampling.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     request.sampling.has_seed = true;
@@ -554,6 +542,7 @@ bool Engine::wait_idle(std::chrono::milliseconds timeout) {
 }
 
 const Model& Engine::model() const { return *impl_->model; }
+const RequestLimits& Engine::limits() const { return impl_->limits; }
 const EngineOptions& Engine::options() const { return impl_->options; }
 
 }  // namespace tessera

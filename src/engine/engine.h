@@ -74,11 +74,12 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues a request. Returns its id; `on_event` later receives its tokens and exactly one Finished event.
-  // Throws tessera::Error (nothing queued) when the request can never run: empty prompt, token id out of
-  // range, prompt + max_tokens beyond n_ctx, more KV blocks than the whole pool, invalid sampling parameters;
-  // EngineUnavailable once stop() was called. A callback that throws ends its own request with
-  // FinishReason::Error (a throw on the Finished event is reported and dropped); the engine goes on.
+  // Queues a request. Returns its id; `on_event` later receives its tokens and exactly one Finished event per
+  // sample. Throws InvalidRequest (nothing queued) when the request can never run (check_request against
+  // limits(): invalid parameters, empty prompt, token id out of range, a prompt the context cannot hold, more
+  // KV blocks than the whole pool); EngineUnavailable once stop() was called. A callback that throws ends its
+  // own request with FinishReason::Error (a throw on the Finished event is reported and dropped); the engine
+  // goes on.
   uint64_t submit(Request request, EventCallback on_event);
   // Ends a request at the next step with FinishReason::Cancelled; its KV blocks are freed then. Unknown or
   // finished ids are ignored. Submits and cancels take effect in the order they were made.
@@ -94,6 +95,9 @@ class Engine {
   bool wait_idle(std::chrono::milliseconds timeout);
 
   const Model& model() const;
+  // What requests must fit: the vocabulary, the usable context (the one the options ask for, else the
+  // model's), the cache.
+  const RequestLimits& limits() const;
   const EngineOptions& options() const;
 
  private:

@@ -52,20 +52,15 @@ OfflineEngine::OfflineEngine(std::shared_ptr<const Model> model, ThreadPool& poo
       n_ctx_(usable_context(model->config(), n_ctx)),
       engine_(model, options_for(*model, n_ctx, prefill_chunk, kv_type), pool) {}
 
-void OfflineEngine::check_fits(const std::vector<int32_t>& prompt) const {
-  if (int64_t(prompt.size()) > n_ctx_) {
-    fail("the prompt has {} tokens but the context holds only {}", prompt.size(), n_ctx_);
-  }
-  check_prompt_tokens(prompt, model_->config().n_vocab);
-}
-
 GenerationResult OfflineEngine::generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
                                          const std::function<bool(std::string_view)>& on_text) {
-  check_fits(prompt);
   GenerationResult result;
   result.n_prompt_tokens = int64_t(prompt.size());
   result.finish_reason = FinishReason::Length;
-  if (int64_t(prompt.size()) == n_ctx_) return result;  // no room for a token: the context is full already
+  if (int64_t(prompt.size()) == n_ctx_) {  // no room for a token: the context is full already
+    check_prompt_tokens(prompt, model_->config().n_vocab);
+    return result;
+  }
 
   Request request;
   request.prompt = prompt;
@@ -113,7 +108,6 @@ GenerationResult OfflineEngine::generate(const std::vector<int32_t>& prompt, con
 }
 
 std::vector<float> OfflineEngine::prompt_logits(const std::vector<int32_t>& prompt) {
-  check_fits(prompt);
   Request request;
   request.prompt = prompt;
   request.sampling.max_tokens = 0;

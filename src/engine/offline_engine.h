@@ -37,8 +37,9 @@ class OfflineEngine {
   int64_t n_ctx() const { return n_ctx_; }
 
   // Generates from `prompt` (token ids, BOS included if wanted). `on_text` receives valid UTF-8 as it is
-  // produced, on the engine's thread; returning false cancels. Throws tessera::Error when the prompt does not
-  // fit the context or a parameter is invalid. A prompt that fills the context ends at once with Length.
+  // produced, on the engine's thread; returning false cancels. Throws InvalidRequest when the prompt does not
+  // fit the context or a parameter is invalid (the engine's check). A prompt that fills the context ends at
+  // once with Length.
   GenerationResult generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
                             const std::function<bool(std::string_view)>& on_text = {});
 
@@ -49,7 +50,6 @@ class OfflineEngine {
   // The engine options of an offline engine: one sequence of n_ctx positions, its whole cache, no prefix reuse
   // (each call starts from nothing, as a fresh process would).
   static EngineOptions options_for(const Model& model, int64_t n_ctx, int64_t prefill_chunk, KvType kv_type);
-  void check_fits(const std::vector<int32_t>& prompt) const;
 
   std::shared_ptr<const Model> model_;
   int64_t n_ctx_;

@@ -3,6 +3,10 @@
 
 #include "core/error.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace tessera {
 
 const char* finish_reason_name(FinishReason reason) {
@@ -17,9 +21,44 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 void check_prompt_tokens(std::span<const int32_t> prompt, int64_t n_vocab) {
-  if (prompt.empty()) fail("the prompt is empty (no tokens)");
+  if (prompt.empty()) throw InvalidRequest(RequestProblem::EmptyPrompt, "the prompt is empty (no tokens)");
   for (int32_t id : prompt) {
-    if (id < 0 || id >= n_vocab) fail("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1);
+    if (id < 0 || id >= n_vocab)
+      throw InvalidRequest(RequestProblem::InvalidToken,
+                           fmt::format("token id {} is out of range (the vocabulary is 0..{})", id, n_vocab - 1));
+  }
+}
+
+void check_request(const Request& request, const RequestLimits& limits) {
+  auto refuse = [](RequestProblem problem, std::string message) { throw InvalidRequest(problem, message); };
+  if (const std::string problem = validate(request.sampling); !problem.empty())
+    refuse(RequestProblem::InvalidParameter, problem);
+  if (request.top_logprobs < 0 || request.top_logprobs > 20)
+    refuse(RequestProblem::InvalidParameter, "top_logprobs must be in 0..20");
+  if (request.n < 1 || request.n > 128) refuse(RequestProblem::InvalidParameter, "n must be in 1..128");
+  check_prompt_tokens(request.prompt, limits.n_vocab);
+  const auto n_prompt = int64_t(request.prompt.size());
+  const int64_t max_tokens = request.sampling.max_tokens;
+  if (request.must_fit_context && n_prompt + max_tokens > limits.n_ctx) {
+    refuse(RequestProblem::ContextLength,
+           fmt::format("this model's maximum context length is {} tokens; the request has {} prompt tokens and {} "
+                       "tokens to generate",
+                       limits.n_ctx, n_prompt, max_tokens));
+  }
+  // Only the prompt's logits: the prompt may fill the context, as nothing is generated after it.
+  const bool prompt_only = request.prompt_logits && max_tokens == 0;
+  if (n_prompt > limits.n_ctx || (n_prompt == limits.n_ctx && !prompt_only)) {
+    refuse(RequestProblem::ContextLength,
+           fmt::format("the prompt has {} tokens but the context holds only {} (prompt and at least one generated "
+                       "token)",
+                       n_prompt, limits.n_ctx));
+  }
+  const int64_t max_len = std::min<int64_t>(n_prompt + max_tokens, limits.n_ctx);
+  const int64_t blocks = (max_len + limits.block_size - 1) / limits.block_size;
+  if (blocks > limits.n_blocks) {
+    refuse(RequestProblem::CacheTooSmall, fmt::format("the request needs {} KV blocks ({} tokens) but the whole "
+                                                      "cache has {}",
+                                                      blocks, max_len, limits.n_blocks));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/sampling_params.h"
 
 namespace tessera {
@@ -24,7 +25,27 @@ enum class FinishReason {
 };
 const char* finish_reason_name(FinishReason reason);  // OpenAI spelling: "stop", "length", ...
 
-// Throws tessera::Error when the prompt is empty or holds a token id outside [0, n_vocab).
+// Why the engine refuses a request: the caller maps it (the server to an error code and the field to blame).
+enum class RequestProblem {
+  InvalidParameter,  // a sampling parameter, n or top_logprobs out of range
+  EmptyPrompt,       // no tokens
+  InvalidToken,      // a token id outside the vocabulary
+  ContextLength,     // the prompt (with max_tokens, when it must fit) is longer than the context
+  CacheTooSmall,     // the whole KV cache holds fewer positions than the request needs
+};
+
+// Thrown at the engine's door (check_request) for a request that can never run; nothing was queued.
+class InvalidRequest : public Error {
+ public:
+  InvalidRequest(RequestProblem problem, const std::string& message) : Error(message), problem_(problem) {}
+  RequestProblem problem() const { return problem_; }
+
+ private:
+  RequestProblem problem_;
+};
+
+// Throws InvalidRequest (EmptyPrompt, InvalidToken) when the prompt is empty or holds a token id outside
+// [0, n_vocab).
 void check_prompt_tokens(std::span<const int32_t> prompt, int64_t n_vocab);
 
 struct Request {
@@ -47,7 +68,22 @@ struct Request {
   // Samples of the same prompt. The prompt is computed once; then the sequence forks into n sequences that
   // share its KV blocks (copy-on-write). Sample i uses seed + i. Each sample ends with its own Finished event.
   int32_t n = 1;
+  // The API's rule: prompt + max_tokens must fit the context, else the request is refused (ContextLength).
+  // Without it a sample that fills the context ends there with Length.
+  bool must_fit_context = false;
 };
+
+// What an engine takes requests within (Engine::limits()).
+struct RequestLimits {
+  int64_t n_vocab = 0;
+  int64_t n_ctx = 0;       // the usable context: the model's, or less when configured
+  int64_t block_size = 1;  // KV positions per block
+  int64_t n_blocks = 0;    // blocks in the whole cache
+};
+
+// The one validation of a request, at the engine's door (Engine::submit), also callable before submitting
+// (the server's request preparation): throws InvalidRequest when `request` can never run within `limits`.
+void check_request(const Request& request, const RequestLimits& limits);
 
 struct TokenLogprob {
   int32_t token = -1;

@@ -3,7 +3,21 @@
 
 #include <cmath>
 
+#include "engine/request.h"
+
 namespace tessera::server {
+
+ApiError api_error(const InvalidRequest& refusal, const std::string& prompt_param, bool max_tokens_given) {
+  switch (refusal.problem()) {
+    case RequestProblem::ContextLength:
+      return {ErrorCode::ContextLengthExceeded, refusal.what(), max_tokens_given ? "max_tokens" : prompt_param};
+    case RequestProblem::EmptyPrompt: return {ErrorCode::ContextLengthExceeded, refusal.what(), prompt_param};
+    case RequestProblem::InvalidToken: return {ErrorCode::InvalidRequest, refusal.what(), prompt_param};
+    case RequestProblem::InvalidParameter:
+    case RequestProblem::CacheTooSmall: break;
+  }
+  return {ErrorCode::InvalidRequest, refusal.what()};
+}
 
 int http_status(ErrorCode code) {
   switch (code) {

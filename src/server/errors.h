@@ -9,6 +9,10 @@
 #include <string>
 #include <utility>
 
+namespace tessera {
+class InvalidRequest;
+}
+
 namespace tessera::server {
 
 enum class ErrorCode {
@@ -52,6 +56,10 @@ class ApiException : public std::exception {
  private:
   ApiError error_;
 };
+
+// The engine's refusal of a request (check_request) as the API's error. `prompt_param` names the field that
+// held the prompt ("prompt" or "messages"); `max_tokens_given`: a context overflow is blamed on max_tokens.
+ApiError api_error(const InvalidRequest& refusal, const std::string& prompt_param, bool max_tokens_given);
 
 int http_status(ErrorCode code);
 const char* error_type(ErrorCode code);  // OpenAI "type": "invalid_request_error", "rate_limit_error", ...

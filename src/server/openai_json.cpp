@@ -139,8 +139,8 @@ void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
     if (r.cache_salt.size() > ParseLimits::kMaxCacheSaltBytes)
       bad("cache_salt", "may be at most " + std::to_string(ParseLimits::kMaxCacheSaltBytes) + " bytes long");
   }
-  const std::string problem = validate(s);
-  if (!problem.empty()) throw ApiException(ErrorCode::InvalidRequest, problem);
+  // What the fields mean together (and the sampling parameters' ranges once more, whatever the base) is checked
+  // once, by the engine's check_request, when the prompt is known (request_prep.cpp).
 }
 
 std::string message_content(const json& m) {

@@ -33,11 +33,24 @@ RequestPreparer::RequestPreparer(const Tokenizer& tokenizer, const ChatTemplate&
   for (const std::string& t : tokenizer.vocab().tokens) longest_piece_ = std::max(longest_piece_, t.size());
 }
 
+Request engine_request(const ApiRequest& api, const std::vector<int32_t>& prompt) {
+  Request r;
+  r.prompt = prompt;
+  r.sampling = api.sampling;
+  r.priority = api.priority.value_or(0);
+  r.logprobs = api.logprobs;
+  r.top_logprobs = api.top_logprobs;
+  r.cache_namespace = api.cache_namespace;
+  r.n = api.n;  // one prompt, n samples forked from it (sample i draws with seed + i)
+  r.must_fit_context = true;  // the API refuses what cannot complete its max_tokens
+  return r;
+}
+
 void RequestPreparer::check_text_fits(size_t bytes, const char* param) const {
-  const uint64_t most = uint64_t(options_.n_ctx) * longest_piece_;
+  const uint64_t most = uint64_t(options_.limits.n_ctx) * longest_piece_;
   if (bytes > most)
     throw ApiException(ErrorCode::ContextLengthExceeded,
-                       "this model's maximum context length is " + std::to_string(options_.n_ctx) +
+                       "this model's maximum context length is " + std::to_string(options_.limits.n_ctx) +
                            " tokens; the prompt's " + std::to_string(bytes) + " bytes are more than that many " +
                            "tokens can hold (at most " + std::to_string(longest_piece_) + " bytes each)",
                        param);
@@ -49,12 +62,7 @@ std::vector<int32_t> RequestPreparer::tokenize(const ApiRequest& r) const {
     check_text_fits(text.size(), "messages");
     return encoder_.encode(text, true);
   }
-  if (r.prompt_is_tokens) {
-    for (int32_t t : r.prompt_tokens)
-      if (t < 0 || t >= tokenizer_.n_vocab())
-        throw ApiException(ErrorCode::InvalidRequest, "token id " + std::to_string(t) + " is out of range", "prompt");
-    return r.prompt_tokens;
-  }
+  if (r.prompt_is_tokens) return r.prompt_tokens;  // their range is the engine's check
   check_text_fits(r.prompt.size(), "prompt");
   return tokenizer_.encode(r.prompt, true);
 }
@@ -79,18 +87,16 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
     throw ApiException(ErrorCode::ModelNotFound, "the model '" + req.model + "' does not exist", "model");
 
   p.prompt = tokenize(req);
-  const int64_t n_ctx = options_.n_ctx;
-  const int64_t room = n_ctx - int64_t(p.prompt.size());
+  const int64_t room = options_.limits.n_ctx - int64_t(p.prompt.size());
   if (!req.max_tokens_given) {
     const int64_t wanted = endpoint == Endpoint::Completions ? 16 : room;
     req.sampling.max_tokens = int32_t(std::max<int64_t>(1, std::min(wanted, room)));
   }
-  if (p.prompt.empty() || int64_t(p.prompt.size()) + req.sampling.max_tokens > n_ctx) {
-    throw ApiException(ErrorCode::ContextLengthExceeded,
-                       "this model's maximum context length is " + std::to_string(n_ctx) +
-                           " tokens; the request has " + std::to_string(p.prompt.size()) + " prompt tokens and " +
-                           std::to_string(req.sampling.max_tokens) + " tokens to generate",
-                       req.max_tokens_given ? "max_tokens" : (endpoint == Endpoint::Completions ? "prompt" : "messages"));
+  // The engine's own check, before the gateway spends anything on the request (tokens, cache, queue).
+  try {
+    check_request(engine_request(req, p.prompt), options_.limits);
+  } catch (const InvalidRequest& e) {
+    throw ApiException(api_error(e, endpoint == Endpoint::Completions ? "prompt" : "messages", req.max_tokens_given));
   }
   // A complete response is built in memory and sent at once: refuse one that could pass the limit, naming it,
   // rather than drop it half written. A stream is sent as it comes and has no such bound.

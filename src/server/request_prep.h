@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/request.h"
 #include "server/auth.h"
 #include "server/chat_template.h"
 #include "server/http_server.h"
@@ -23,12 +24,16 @@ namespace tessera::server {
 
 struct PrepOptions {
   std::string model_name;     // what `model` must name (or omit)
-  int64_t n_ctx = 0;
+  RequestLimits limits;       // the primary engine's (Engine::limits()): requests are checked against them
   ParseLimits parse_limits;
   SamplingParams base_sampling;
   int64_t default_timeout_ms = 0;             // 0: none unless the request sets one
   uint64_t max_response_bytes = 256ull << 20;  // a complete response's worst case above this is a 400
 };
+
+// The engine request for an API request's prompt: every choice of it (n), prompt computed once. Deadline and
+// the Started report are the caller's to add.
+Request engine_request(const ApiRequest& request, const std::vector<int32_t>& prompt);
 
 struct PreparedRequest {
   ApiRequest request;           // priority and timeout_ms filled from the headers and the key

@@ -22,19 +22,15 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-PrepOptions prep_options(const ServiceOptions& o, int64_t n_ctx) {
+PrepOptions prep_options(const ServiceOptions& o, const RequestLimits& limits) {
   PrepOptions p;
   p.model_name = o.model_name;
-  p.n_ctx = n_ctx;
+  p.limits = limits;
   p.parse_limits = o.parse_limits;
   p.base_sampling = o.base_sampling;
   p.default_timeout_ms = o.default_timeout_ms;
   p.max_response_bytes = o.max_response_bytes;
   return p;
-}
-
-int64_t context_of(const Engine& e) {
-  return e.options().n_ctx > 0 ? e.options().n_ctx : e.model().config().n_ctx_train;
 }
 
 }  // namespace
@@ -45,7 +41,7 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
       primary_(std::move(primary)),
       fallback_(std::move(fallback)),
       options_(std::move(options)),
-      n_ctx_(context_of(*primary_)),
+      n_ctx_(primary_->limits().n_ctx),
       keys_(options_.api_keys),
       cache_(options_.result_cache_bytes, std::chrono::milliseconds(options_.result_cache_ttl_ms)),
       scopes_(options_.shared_prefix_cache),
@@ -53,7 +49,7 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
       chat_template_(options_.chat_template.value_or(primary_->model().tokenizer().vocab().chat_template),
                      primary_->model().tokenizer().vocab()),
       encoder_(primary_->model().tokenizer()),
-      preparer_(primary_->model().tokenizer(), chat_template_, encoder_, prep_options(options_, n_ctx_)),
+      preparer_(primary_->model().tokenizer(), chat_template_, encoder_, prep_options(options_, primary_->limits())),
       workers_(options_.parse_workers, options_.max_pending_parses) {
   started_unix_ = unix_now();
   next_id_ = std::random_device{}();
@@ -343,6 +339,8 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
     gen->start(*engine);
   } catch (const EngineUnavailable& e) {
     throw ApiException(ApiError(ErrorCode::Unavailable, e.what(), "", 1.0));
+  } catch (const InvalidRequest& e) {  // the fallback's limits may be narrower than the primary's
+    throw ApiException(api_error(e, endpoint == Endpoint::Completions ? "prompt" : "messages", false));
   } catch (const Error& e) {
     throw ApiException(ErrorCode::InvalidRequest, e.what());
   }
