@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "server/errors.h"
+#include "server/request_prep.h"
 #include "server/service.h"
 #include "server/sse.h"
 #include "tokenizer/tokenizer.h"
@@ -43,10 +44,10 @@ void Generation::release_queue_slot(Choice& c) {
 void Generation::start(Engine& engine) {
   const bool on_fallback = &engine == service_.fallback_.get();
   try {
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      choices_[i].on_fallback = on_fallback;
-      submit(i, engine);
-      choices_[i].holds_queue_slot = true;
+    for (Choice& c : choices_) c.on_fallback = on_fallback;
+    submit(0, choices_.size(), engine);
+    for (Choice& c : choices_) {
+      c.holds_queue_slot = true;
       service_.n_queued_ += 1;
     }
   } catch (...) {
@@ -77,31 +78,37 @@ void Generation::start(Engine& engine) {
   }
 }
 
-void Generation::submit(size_t index, Engine& engine) {
-  Request r;
-  r.prompt = prompt_;
-  r.sampling = request_.sampling;
-  if (r.sampling.has_seed) r.sampling.seed += index;  // distinct but reproducible choices
-  r.priority = request_.priority.value_or(0);
+void Generation::submit(size_t first, size_t count, Engine& engine) {
+  Request r = engine_request(request_, prompt_);
+  // Choices [first, first + count) as the engine's samples 0..count-1: sample i draws with seed + i, so choice
+  // k always draws with seed + k (distinct but reproducible), whether forked together or re-run alone.
+  r.n = int32_t(count);
+  if (r.sampling.has_seed) r.sampling.seed += first;
   r.deadline = deadline_;
-  r.logprobs = request_.logprobs;
-  r.top_logprobs = request_.top_logprobs;
-  r.cache_namespace = request_.cache_namespace;
-  r.report_start = true;  // the queue slot is given back when the request leaves the engine's queue
+  r.report_start = true;  // the queue slots are given back when the request leaves the engine's queue
   auto self = shared_from_this();
   boost::asio::io_context& ioc = service_.ioc_;
-  Choice& c = choices_[index];
-  c.engine = &engine;
-  c.id = engine.submit(std::move(r), [self, index, &ioc](const StreamEvent& ev) {
+  const uint64_t id = engine.submit(std::move(r), [self, first, &ioc](const StreamEvent& ev) {
+    const size_t index = first + size_t(ev.index);
     boost::asio::post(ioc, [self, index, ev, at = Clock::now()] { self->on_event(index, ev, at); });
   });
-  c.running = true;
-  ++n_running_;
+  for (size_t i = first; i < first + count; ++i) {
+    Choice& c = choices_[i];
+    c.engine = &engine;
+    c.id = id;
+    c.running = true;
+    ++n_running_;
+  }
 }
 
 void Generation::cancel() {
-  for (Choice& c : choices_)
-    if (c.running) c.engine->cancel(c.id);
+  // Forked choices share one engine request: cancel it once.
+  const Choice* last = nullptr;
+  for (const Choice& c : choices_) {
+    if (!c.running || (last && last->engine == c.engine && last->id == c.id)) continue;
+    c.engine->cancel(c.id);
+    last = &c;
+  }
 }
 
 bool Generation::deadline_passed() const { return deadline_ && Clock::now() >= *deadline_; }
@@ -136,7 +143,13 @@ void Generation::fail_internal(const char* what) {
 void Generation::handle_event(size_t index, const StreamEvent& event, Clock::time_point at) {
   Choice& c = choices_[index];
   release_queue_slot(c);
-  if (!c.running || event.kind == StreamEvent::Kind::Started) return;
+  if (event.kind == StreamEvent::Kind::Started) {
+    // The request left the engine's queue: so did every choice forked from it.
+    for (Choice& other : choices_)
+      if (other.engine == c.engine && other.id == c.id) release_queue_slot(other);
+    return;
+  }
+  if (!c.running) return;
   if (event.kind == StreamEvent::Kind::Token)
     on_token(c, index, event, at);
   else
@@ -178,7 +191,7 @@ void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) 
       c.pending.clear();
       c.on_fallback = true;
       try {
-        submit(index, *service_.fallback_);
+        submit(index, 1, *service_.fallback_);
         return;
       } catch (const EngineUnavailable& e) {
         fail({ErrorCode::Unavailable, std::string("the fallback model is stopping: ") + e.what(), "", 1.0});

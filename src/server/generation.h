@@ -1,4 +1,5 @@
-// One API request in flight: its n engine requests (one per choice), the stream or the body being built, the
+// One API request in flight: its engine request (the prompt computed once, forked into its n choices; a choice
+// re-run on the fallback is an engine request of its own), the stream or the body being built, the
 // deadline, client disconnects, the queue slots it holds until each choice's first event, and the re-run on the
 // fallback replica when the primary fails before a token of a choice was sent. All methods run on the io
 // thread; engine events are posted there. A throw while handling an event ends this request with a 500 (or an
@@ -37,8 +38,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
              ResponseHeader header, Accounting accounting, std::optional<Clock::time_point> deadline);
   ~Generation();
 
-  // Submits every choice to `engine` (the primary, or the fallback while the primary is marked bad); holds one
-  // queue slot per choice. Throws tessera::Error (EngineUnavailable when it stops) when the engine refuses the
+  // Submits the choices to `engine` (the primary, or the fallback while the primary is marked bad) as one
+  // request of n samples; holds one queue slot per choice. Throws tessera::Error (EngineUnavailable when it stops) when the engine refuses the
   // request: nothing is left running and no slot held then.
   void start(Engine& engine);
   // Ends every running choice (client gone, drain timeout).
@@ -47,7 +48,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
  private:
   struct Choice {
     Engine* engine = nullptr;
-    uint64_t id = 0;
+    uint64_t id = 0;                // the engine request; shared by choices forked together
     bool running = false;
     bool on_fallback = false;
     bool streamed = false;          // a chunk of this choice reached the stream
@@ -60,7 +61,9 @@ class Generation : public std::enable_shared_from_this<Generation> {
     Clock::time_point last_token;
   };
 
-  void submit(size_t index, Engine& engine);
+  // Submits choices [first, first + count) as one engine request of `count` samples (the prompt computed once,
+  // then forked); throws what Engine::submit throws.
+  void submit(size_t first, size_t count, Engine& engine);
   void on_event(size_t index, const StreamEvent& event, Clock::time_point at);
   void handle_event(size_t index, const StreamEvent& event, Clock::time_point at);
   // A throw while handling this request (a bug): it ends with a 500 or an error event; the server goes on.

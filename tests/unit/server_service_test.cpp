@@ -385,3 +385,38 @@ TEST(ServiceErrors, AThrowWhileStreamingEndsOnlyThatRequest) {
 
 }  // namespace
 }  // namespace tessera::server
+
+namespace tessera::server {
+namespace {
+
+TEST(ServiceChoices, NChoicesForkOnePromptAndEqualSeparateRequests) {
+  // n = 3 seeded choices are one engine request: the prompt is computed once and forked (copy-on-write), and
+  // choice k is what a lone request with seed + k gives. Greedy choices are all the one greedy text.
+  ServiceOptions o;
+  o.result_cache_bytes = 0;  // every request reaches the engine
+  Harness h(o);
+  const std::string prompt = "Once upon a time there was a little dog named Max who";
+  ASSERT_TRUE(h.engine->wait_idle(10s));  // the warm-up's last step counted
+  const uint64_t before = h.engine->stats().n_computed_tokens;
+  auto r = h.complete({{"prompt", prompt}, {"max_tokens", 12}, {"n", 3}, {"temperature", 0.9}, {"seed", 5}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choices = r->body_json()["choices"];
+  ASSERT_EQ(choices.size(), 3u);
+  const int64_t n_prompt = r->body_json()["usage"]["prompt_tokens"].get<int64_t>();
+  const int64_t n_completion = r->body_json()["usage"]["completion_tokens"].get<int64_t>();
+  ASSERT_TRUE(h.engine->wait_idle(10s));
+  EXPECT_LE(int64_t(h.engine->stats().n_computed_tokens - before), n_prompt + n_completion)
+      << "the prompt was computed once for the three choices";
+  for (int k = 0; k < 3; ++k) {
+    auto alone = h.complete({{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0.9}, {"seed", 5 + k}});
+    ASSERT_EQ(alone->status, 200) << alone->body;
+    EXPECT_EQ(choices[size_t(k)]["text"], alone->body_json()["choices"][0]["text"]) << "choice " << k;
+  }
+  auto greedy = h.complete({{"prompt", prompt}, {"max_tokens", 12}, {"n", 3}, {"temperature", 0}});
+  auto one = h.complete({{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}});
+  for (int k = 0; k < 3; ++k)
+    EXPECT_EQ(greedy->body_json()["choices"][size_t(k)]["text"], one->body_json()["choices"][0]["text"]);
+}
+
+}  // namespace
+}  // namespace tessera::server
