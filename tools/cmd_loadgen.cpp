@@ -1,8 +1,6 @@
 // `tessera loadgen`: opens many concurrent streaming requests against a running server (one thread, Asio) and
 // checks that each one ends cleanly: `data: [DONE]` after its chunks, or an HTTP error with a JSON body. Lost
 // (connection failed), hung (no end before --timeout) and truncated (closed before [DONE]) responses fail it.
-#include <sys/resource.h>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,6 +14,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/fd_limit.h"
 #include "server/sse.h"
 
 namespace tessera {
@@ -159,11 +158,7 @@ double percentile(std::vector<double> v, double p) {
 }
 
 int loadgen(const LoadgenOptions& o) {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
+  raise_fd_limit();
   asio::io_context ioc(1);
   beast::error_code ec;
   const tcp::endpoint ep(asio::ip::make_address(o.host, ec), o.port);

@@ -1,7 +1,5 @@
 // `tessera serve`: the OpenAI-compatible HTTP server on the batching engine, with graceful drain on
 // SIGTERM/SIGINT (stop accepting, finish in-flight requests within --drain-timeout, exit 0).
-#include <sys/resource.h>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -18,6 +16,7 @@
 #include "chat/errors.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/fd_limit.h"
 #include "core/json_file.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -50,18 +49,6 @@ struct ServeOptions {
   double result_cache_ttl_s = 600.0;
   double drain_timeout_s = 30.0;
 };
-
-// Thousands of streams need thousands of descriptors: raise the soft limit to the hard one. Returns the limit.
-uint64_t raise_fd_limit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
-  if (rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-    getrlimit(RLIMIT_NOFILE, &rl);
-  }
-  return rl.rlim_cur == RLIM_INFINITY ? (uint64_t(1) << 20) : uint64_t(rl.rlim_cur);
-}
 
 // The default connection cap: the descriptor limit less room for the model files, the engine, a refused
 // connection's answer and the listening socket (an eighth, at least 64).

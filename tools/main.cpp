@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <exception>
-#include <map>
+#include <algorithm>
+#include <cctype>
+#include <optional>
 
 #include "commands.h"
 #include "core/error.h"
@@ -15,9 +17,20 @@
 namespace tessera {
 
 CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& target, const std::string& help) {
-  static const std::map<std::string, KvType> kKvTypes{
-      {"f32", KvType::F32}, {"f16", KvType::F16}, {"bf16", KvType::BF16}, {"int8", KvType::I8}, {"fp8", KvType::FP8}};
-  return cmd->add_option(name, target, help)->transform(CLI::CheckedTransformer(kKvTypes, CLI::ignore_case));
+  // The names are kv_type_from_name's, in any case.
+  return cmd->add_option_function<std::string>(
+      name,
+      [&target, name](const std::string& value) {
+        std::string lower = value;
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char ch) { return char(std::tolower(ch)); });
+        const std::optional<KvType> type = kv_type_from_name(lower);
+        if (!type) {
+          throw CLI::ValidationError(name, "unknown KV cache type '" + value + "' (f32, f16, bf16, int8, fp8)");
+        }
+        target = *type;
+      },
+      help);
 }
 
 CLI::Option* add_int8_threshold_option(CLI::App* cmd, float& target) {
@@ -45,8 +58,12 @@ uint64_t memory_for_check(bool ignore_memory_check) { return ignore_memory_check
 
 uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes,
                              const std::string& size_flag) {
+  // The flag that set an explicit size, for the error to name (serve's, unless the caller says otherwise).
+  const std::string source = !size_flag.empty()   ? size_flag
+                             : engine.kv_blocks > 0 ? fmt::format("--kv-blocks {}", engine.kv_blocks)
+                                                    : fmt::format("--kv-cache-mem {}", engine.kv_cache_bytes);
   std::string note;
-  const uint64_t bytes = fit_kv_pool(model, engine, available_bytes, size_flag, &note);
+  const uint64_t bytes = fit_kv_pool(model, engine, available_bytes, source, &note);
   if (!note.empty()) std::fprintf(stderr, "note: %s; --kv-cache-mem or -c sets it\n", note.c_str());
   return bytes;
 }

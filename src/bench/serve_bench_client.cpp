@@ -2,8 +2,6 @@
 // A fresh connection costs tens of microseconds on loopback, counted in TTFT as a client's connection would be.
 #include "bench/serve_bench_client.h"
 
-#include <sys/resource.h>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -18,6 +16,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/fd_limit.h"
 #include "server/sse.h"
 
 namespace tessera {
@@ -178,15 +177,6 @@ class Request : public std::enable_shared_from_this<Request> {
   Clock::time_point started_;
 };
 
-// Many concurrent streams need a descriptor each.
-void raise_open_file_limit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
 }  // namespace
 
 void check_server_reachable(const HttpUrl& url, double timeout_s) {
@@ -206,7 +196,7 @@ void check_server_reachable(const HttpUrl& url, double timeout_s) {
 
 ServeBenchRun run_requests(const std::vector<BenchPrompt>& prompts, const ClientOptions& options,
                            const LoadPlan& plan) {
-  raise_open_file_limit();
+  raise_fd_limit();
   asio::io_context ioc(1);
   const Shared shared{options, resolve(ioc, options.url), endpoint_target(options.url, options.request.chat),
                       host_header(options.url)};

@@ -140,9 +140,10 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o, ThreadPool* 
       own_pool(external_pool ? nullptr : std::make_unique<ThreadPool>(o.threads)),
       pool(external_pool ? *external_pool : *own_pool) {
   const ModelConfig& c = model->config();
-  if (options.kv_block_size <= 0 || options.kv_block_size > 1024) fail("--kv-block-size must be in 1..1024");
-  if (options.scheduling.max_batched_tokens <= 0) fail("--max-batched-tokens must be positive");
-  if (options.scheduling.max_seqs <= 0) fail("--max-seqs must be positive");
+  // Named as the options are: the CLI checks its flags' ranges itself, before they get here.
+  if (options.kv_block_size <= 0 || options.kv_block_size > 1024) fail("kv_block_size must be in 1..1024");
+  if (options.scheduling.max_batched_tokens <= 0) fail("max_batched_tokens must be positive");
+  if (options.scheduling.max_seqs <= 0) fail("max_seqs must be positive");
   const int64_t n_blocks = engine_kv_blocks(c, options);
   if (n_blocks <= 0) fail("the KV cache is smaller than one block ({} bytes)", engine_kv_block_bytes(c, options));
   kv = std::make_unique<KvPool>(c.n_layer, c.n_head_kv, c.head_dim, n_blocks, options.kv_block_size, options.kv_type);

@@ -68,8 +68,8 @@ uint64_t fit_kv_pool(const Model& model, EngineOptions& options, uint64_t availa
   if (options.kv_blocks > 0 || options.kv_cache_bytes > 0) {
     require_kv_cache_fits_in_memory(model, planned, available_bytes,
                                     !size_source.empty()    ? size_source
-                                    : options.kv_blocks > 0 ? fmt::format("--kv-blocks {}", options.kv_blocks)
-                                                            : fmt::format("--kv-cache-mem {}", options.kv_cache_bytes));
+                                    : options.kv_blocks > 0 ? fmt::format("kv_blocks {}", options.kv_blocks)
+                                                            : fmt::format("kv_cache_bytes {}", options.kv_cache_bytes));
     return planned;
   }
   const uint64_t budget = kv_cache_budget_bytes(model, available_bytes);

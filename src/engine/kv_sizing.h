@@ -43,7 +43,7 @@ int64_t engine_kv_blocks(const ModelConfig& config, const EngineOptions& options
 uint64_t engine_kv_block_bytes(const ModelConfig& config, const EngineOptions& options);
 
 // Serving: checks the engine's pool against `available_bytes` (0: no check) beside the weights. A size the
-// options give must fit (else tessera::Error naming `size_source`, or what set it); a derived one that does not
+// options give must fit (else tessera::Error naming `size_source`, else the option that set it); a derived one that does not
 // is shrunk to the budget (options.kv_cache_bytes set; `note`, when given, says so), as long as one full-length
 // sequence fits. Returns the pool's bytes.
 uint64_t fit_kv_pool(const Model& model, EngineOptions& options, uint64_t available_bytes,
