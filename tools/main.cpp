@@ -63,7 +63,8 @@ uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t
                              : engine.kv_blocks > 0 ? fmt::format("--kv-blocks {}", engine.kv_blocks)
                                                     : fmt::format("--kv-cache-mem {}", engine.kv_cache_bytes);
   std::string note;
-  const uint64_t bytes = fit_kv_pool(model, engine, available_bytes, source, &note);
+  const uint64_t bytes = fit_kv_pool(model, engine, available_bytes, source, &note,
+                                     fmt::format("-c {}", usable_context(model.config(), engine.n_ctx)));
   if (!note.empty()) std::fprintf(stderr, "note: %s; --kv-cache-mem or -c sets it\n", note.c_str());
   return bytes;
 }

@@ -60,7 +60,7 @@ int64_t engine_kv_blocks(const ModelConfig& c, const EngineOptions& options) {
 }
 
 uint64_t fit_kv_pool(const Model& model, EngineOptions& options, uint64_t available_bytes,
-                     const std::string& size_source, std::string* note) {
+                     const std::string& size_source, std::string* note, const std::string& context_source) {
   const ModelConfig& c = model.config();
   const uint64_t block_bytes = engine_kv_block_bytes(c, options);
   const uint64_t planned = uint64_t(engine_kv_blocks(c, options)) * block_bytes;
@@ -78,7 +78,9 @@ uint64_t fit_kv_pool(const Model& model, EngineOptions& options, uint64_t availa
   const int64_t n_ctx = usable_context(c, options.n_ctx);
   const uint64_t one_sequence = kv_cache_bytes_for_context(c, n_ctx, options.kv_type, options.kv_block_size);
   if (budget < one_sequence) {
-    require_kv_cache_fits_in_memory(model, one_sequence, available_bytes, fmt::format("-c {} (one sequence)", n_ctx));
+    require_kv_cache_fits_in_memory(
+        model, one_sequence, available_bytes,
+        (context_source.empty() ? fmt::format("n_ctx {}", n_ctx) : context_source) + " (one sequence)");
   }
   options.kv_cache_bytes = budget;
   const uint64_t bytes = uint64_t(engine_kv_blocks(c, options)) * block_bytes;

@@ -46,8 +46,11 @@ uint64_t engine_kv_block_bytes(const ModelConfig& config, const EngineOptions& o
 // options give must fit (else tessera::Error naming `size_source`, else the option that set it); a derived one that does not
 // is shrunk to the budget (options.kv_cache_bytes set; `note`, when given, says so), as long as one full-length
 // sequence fits. Returns the pool's bytes.
+// `context_source` names what set the context, for the error when not even one sequence fits (default
+// "n_ctx N").
 uint64_t fit_kv_pool(const Model& model, EngineOptions& options, uint64_t available_bytes,
-                     const std::string& size_source = {}, std::string* note = nullptr);
+                     const std::string& size_source = {}, std::string* note = nullptr,
+                     const std::string& context_source = {});
 
 // One sequence (`tessera run`): the context to allocate. A requested one (requested_ctx > 0) must fit beside
 // the weights (else tessera::Error naming `size_source`); otherwise the model's training context, or when its
