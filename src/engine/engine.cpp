@@ -24,9 +24,10 @@ namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// Everything the engine keeps for one live sample; `seq` is what the scheduler sees.
-struct ActiveRequest {
-  ActiveRequest(Request r, EventCallback cb, const Tokenizer& tokenizer)
+// Everything the engine keeps for one live sample of a request (a request of n samples is one until its prompt
+// is computed, then n); `seq` is what the scheduler sees.
+struct LiveSample {
+  LiveSample(Request r, EventCallback cb, const Tokenizer& tokenizer)
       : request(std::move(r)), on_event(std::move(cb)), sampler(request.sampling), output(tokenizer, request) {}
 
   Request request;
@@ -46,7 +47,7 @@ struct ActiveRequest {
 // A request's last event, or its Started event: a callback that throws here is reported and the throw dropped
 // (at the end there is nothing left to fail; at the start the step is being planned), never allowed to unwind
 // the step loop.
-void deliver_quietly(ActiveRequest& r, const StreamEvent& ev) {
+void deliver_quietly(LiveSample& r, const StreamEvent& ev) {
   try {
     r.on_event(ev);
   } catch (const std::exception& e) {
@@ -76,15 +77,15 @@ struct Engine::Impl {
   // After the forward pass: marks the plan's tokens computed (registering full blocks as prefixes), then for
   // each chunk with logits delivers prompt logits, forks pending samples, samples, appends, and finishes.
   void update(const StepPlan& plan, std::span<const float> logits);
-  void deliver_prompt_logits(ActiveRequest& r, const ScheduledChunk& chunk, std::span<const float> rows);
+  void deliver_prompt_logits(LiveSample& r, const ScheduledChunk& chunk, std::span<const float> rows);
   // Samples one token for `r` from `row` and hands it to the output processor; a throw ends only `r`.
-  void sample(ActiveRequest& r, std::span<const float> row);
-  void finish(ActiveRequest& r, FinishReason reason, std::string error = {});
-  void fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children);
+  void sample(LiveSample& r, std::span<const float> row);
+  void finish(LiveSample& r, FinishReason reason, std::string error = {});
+  void fork(LiveSample& parent, std::vector<LiveSample*>& children);
   void publish_stats();
   // Applies the submits and cancels made since the last step, in the order they were made.
   void apply_commands();
-  void admit(std::unique_ptr<ActiveRequest> r);
+  void admit(std::unique_ptr<LiveSample> r);
   void cancel_now(uint64_t request_id, FinishReason reason);
   void expire(Clock::time_point now);
   // Ends a request that threw (its callback, the sampler, the decoder) with FinishReason::Error; the others go on.
@@ -104,7 +105,7 @@ struct Engine::Impl {
   std::unique_ptr<Executor> executor;
 
   // Owned by the step thread.
-  std::unordered_map<uint64_t, std::unique_ptr<ActiveRequest>> active;
+  std::unordered_map<uint64_t, std::unique_ptr<LiveSample>> active;
   uint64_t arrival_counter = 0;
   uint64_t next_seq_id = 1;
   EngineStats counters;  // monotonic counters, step thread only
@@ -116,7 +117,7 @@ struct Engine::Impl {
   // Submits and cancels, in the order they were made: one queue, so a cancel never overtakes its submit (a
   // cancel set swapped after the submitted requests were admitted lost a cancel that came in between).
   struct Command {
-    std::unique_ptr<ActiveRequest> submit;  // null: cancel `cancel_id`
+    std::unique_ptr<LiveSample> submit;  // null: cancel `cancel_id`
     uint64_t cancel_id = 0;
   };
   std::vector<Command> commands;
@@ -158,7 +159,7 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o, ThreadPool* 
 
 Engine::Impl::~Impl() { stop(); }
 
-void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string error) {
+void Engine::Impl::finish(LiveSample& r, FinishReason reason, std::string error) {
   scheduler->remove(&r.seq);
   const auto now = Clock::now();
   RequestStats s;
@@ -183,11 +184,11 @@ void Engine::Impl::finish(ActiveRequest& r, FinishReason reason, std::string err
   n_live -= size_t(n_ended);
 }
 
-void Engine::Impl::fork(ActiveRequest& parent, std::vector<ActiveRequest*>& children) {
+void Engine::Impl::fork(LiveSample& parent, std::vector<LiveSample*>& children) {
   for (int32_t i = 1; i <= parent.forks_pending; ++i) {
     Request request = parent.request;
     request.sampling.seed += uint64_t(i);
-    auto child = std::make_unique<ActiveRequest>(std::move(request), parent.on_event, model->tokenizer());
+    auto child = std::make_unique<LiveSample>(std::move(request), parent.on_event, model->tokenizer());
     child->request_id = parent.request_id;
     child->index = parent.index + i;
     child->submitted = parent.submitted;
@@ -233,7 +234,7 @@ void Engine::Impl::publish_stats() {
   if (idle_published) idle.notify_all();
 }
 
-void Engine::Impl::admit(std::unique_ptr<ActiveRequest> r) {
+void Engine::Impl::admit(std::unique_ptr<LiveSample> r) {
   r->seq.arrival = ++arrival_counter;
   r->seq.id = next_seq_id++;
   scheduler->add(&r->seq, r->submitted);
@@ -242,10 +243,10 @@ void Engine::Impl::admit(std::unique_ptr<ActiveRequest> r) {
 }
 
 void Engine::Impl::cancel_now(uint64_t request_id, FinishReason reason) {
-  std::vector<ActiveRequest*> samples;
+  std::vector<LiveSample*> samples;
   for (auto& [id, r] : active)
     if (r->request_id == request_id) samples.push_back(r.get());
-  for (ActiveRequest* r : samples) finish(*r, reason);
+  for (LiveSample* r : samples) finish(*r, reason);
 }
 
 void Engine::Impl::apply_commands() {
@@ -262,10 +263,10 @@ void Engine::Impl::apply_commands() {
 }
 
 void Engine::Impl::expire(Clock::time_point now) {
-  std::vector<ActiveRequest*> expired;
+  std::vector<LiveSample*> expired;
   for (auto& [id, r] : active)
     if (r->request.deadline && *r->request.deadline <= now) expired.push_back(r.get());
-  for (ActiveRequest* r : expired) finish(*r, FinishReason::Timeout);
+  for (LiveSample* r : expired) finish(*r, FinishReason::Timeout);
 }
 
 void Engine::Impl::fail_request(uint64_t seq_id, const char* what) {
@@ -322,7 +323,7 @@ bool Engine::Impl::step() {
 
 void Engine::Impl::begin(const StepPlan& plan, Clock::time_point now) {
   for (const ScheduledChunk& chunk : plan.chunks) {
-    ActiveRequest& r = *active.at(chunk.seq->id);
+    LiveSample& r = *active.at(chunk.seq->id);
     if (r.first_scheduled == Clock::time_point{} && r.request.report_start) {
       StreamEvent started;
       started.kind = StreamEvent::Kind::Started;
@@ -339,7 +340,7 @@ void Engine::Impl::update(const StepPlan& plan, std::span<const float> logits) {
   for (const ScheduledChunk& chunk : plan.chunks) scheduler->on_computed(chunk.seq, chunk.n_tokens);
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (chunk.n_logits == 0) continue;
-    ActiveRequest& r = *active.at(chunk.seq->id);
+    LiveSample& r = *active.at(chunk.seq->id);
     const auto rows = logits.subspan(size_t(chunk.logits_row) * n_vocab, size_t(chunk.n_logits) * n_vocab);
     if (r.request.prompt_logits) {
       const uint64_t seq_id = r.seq.id;
@@ -361,18 +362,18 @@ void Engine::Impl::update(const StepPlan& plan, std::span<const float> logits) {
       continue;
     }
     // The prompt is computed: the other samples fork off here, sharing its blocks (copy-on-write).
-    std::vector<ActiveRequest*> samples{&r};
+    std::vector<LiveSample*> samples{&r};
     try {
       fork(r, samples);
     } catch (const std::exception& e) {
       fail_request(chunk.seq->id, e.what());
       continue;
     }
-    for (ActiveRequest* s : samples) sample(*s, row);
+    for (LiveSample* s : samples) sample(*s, row);
   }
 }
 
-void Engine::Impl::deliver_prompt_logits(ActiveRequest& r, const ScheduledChunk& chunk, std::span<const float> rows) {
+void Engine::Impl::deliver_prompt_logits(LiveSample& r, const ScheduledChunk& chunk, std::span<const float> rows) {
   const auto n_vocab = size_t(model->config().n_vocab);
   const int64_t rows_first = chunk.first + chunk.n_tokens - chunk.n_logits;  // position of rows[0]
   const int64_t from = std::max(rows_first, r.n_prompt_logits_sent);
@@ -393,7 +394,7 @@ void Engine::Impl::deliver_prompt_logits(ActiveRequest& r, const ScheduledChunk&
   }
 }
 
-void Engine::Impl::sample(ActiveRequest& r, std::span<const float> row) {
+void Engine::Impl::sample(LiveSample& r, std::span<const float> row) {
   const uint64_t seq_id = r.seq.id;
   try {
     // A per-sequence logits processor (structured output's token mask) goes here: it constrains what the
@@ -447,9 +448,9 @@ void Engine::Impl::loop() {
   }
   // Shutdown: whatever is left ends as cancelled, so every caller gets its Finished event.
   apply_commands();
-  std::vector<ActiveRequest*> left;
+  std::vector<LiveSample*> left;
   for (auto& [id, r] : active) left.push_back(r.get());
-  for (ActiveRequest* r : left) finish(*r, FinishReason::Cancelled, "the engine is shutting down");
+  for (LiveSample* r : left) finish(*r, FinishReason::Cancelled, "the engine is shutting down");
   publish_stats();
 }
 
@@ -486,7 +487,7 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
     request.sampling.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     request.sampling.has_seed = true;
   }
-  auto r = std::make_unique<ActiveRequest>(std::move(request), std::move(on_event), m.model->tokenizer());
+  auto r = std::make_unique<LiveSample>(std::move(request), std::move(on_event), m.model->tokenizer());
   r->submitted = Clock::now();
   r->seq.priority = r->request.priority;
   r->seq.tokens = r->request.prompt;
