@@ -1,8 +1,5 @@
 #include "model/memory_fit.h"
 
-#include <algorithm>
-#include <limits>
-
 #include "core/error.h"
 #include "model/model.h"
 
