@@ -177,7 +177,8 @@ void Engine::Impl::finish(LiveSample& r, FinishReason reason, std::string error)
   RequestStats unforked;
   unforked.n_prompt_tokens = r.seq.n_prompt;
   unforked.e2e_seconds = s.e2e_seconds;
-  for (int32_t i = 1; i <= r.forks_pending; ++i) deliver_quietly(r, finished_event(r.request_id, r.index + i, reason, error, unforked));
+  for (int32_t i = 1; i <= r.forks_pending; ++i)
+    deliver_quietly(r, finished_event(r.request_id, r.index + i, reason, error, unforked));
   const int64_t n_ended = 1 + r.forks_pending;
   active.erase(r.seq.id);  // destroys r
   std::lock_guard lock(mutex);

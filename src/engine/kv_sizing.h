@@ -43,11 +43,10 @@ int64_t engine_kv_blocks(const ModelConfig& config, const EngineOptions& options
 uint64_t engine_kv_block_bytes(const ModelConfig& config, const EngineOptions& options);
 
 // Serving: checks the engine's pool against `available_bytes` (0: no check) beside the weights. A size the
-// options give must fit (else tessera::Error naming `size_source`, else the option that set it); a derived one that does not
-// is shrunk to the budget (options.kv_cache_bytes set; `note`, when given, says so), as long as one full-length
-// sequence fits. Returns the pool's bytes.
-// `context_source` names what set the context, for the error when not even one sequence fits (default
-// "n_ctx N").
+// options give must fit (else tessera::Error naming `size_source`, else the option that set it); a derived
+// one that does not is shrunk to the budget (options.kv_cache_bytes set; `note`, when given, says so), as long
+// as one full-length sequence fits. Returns the pool's bytes. `context_source` names what set the context, for
+// the error when not even one sequence fits (default "n_ctx N").
 uint64_t fit_kv_pool(const Model& model, EngineOptions& options, uint64_t available_bytes,
                      const std::string& size_source = {}, std::string* note = nullptr,
                      const std::string& context_source = {});

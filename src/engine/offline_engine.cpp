@@ -1,6 +1,8 @@
 // Submit one request, wait for its Finished event.
 #include "engine/offline_engine.h"
 
+#include <fmt/format.h>
+
 #include <condition_variable>
 #include <mutex>
 
@@ -10,7 +12,9 @@
 namespace tessera {
 namespace {
 
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // A request's end, waited for by the submitting thread.
 class Completion {
@@ -59,6 +63,8 @@ GenerationResult OfflineEngine::generate(const std::vector<int32_t>& prompt, con
   result.finish_reason = FinishReason::Length;
   if (int64_t(prompt.size()) == n_ctx_) {  // no room for a token: the context is full already
     check_prompt_tokens(prompt, model_->config().n_vocab);
+    if (const std::string problem = validate(params); !problem.empty())
+      fail("invalid sampling parameters: {}", problem);
     return result;
   }
 
@@ -73,7 +79,7 @@ GenerationResult OfflineEngine::generate(const std::vector<int32_t>& prompt, con
   std::string error;
   const auto start = Clock::now();
   // Events arrive on the engine's thread, in order; `result` is read here only after the Finished one.
-  engine_.submit(std::move(request), [&](const StreamEvent& ev) {
+  const auto on_event = [&](const StreamEvent& ev) {
     if (ev.kind == StreamEvent::Kind::Token) {
       if (cancelled) return;
       if (result.tokens.empty()) first_token = Clock::now();
@@ -97,7 +103,13 @@ GenerationResult OfflineEngine::generate(const std::vector<int32_t>& prompt, con
       end = Clock::now();
       completion.done();
     }
-  });
+  };
+  try {
+    engine_.submit(std::move(request), on_event);
+  } catch (const InvalidRequest& e) {
+    if (e.problem() != RequestProblem::InvalidParameter) throw;
+    throw InvalidRequest(e.problem(), fmt::format("invalid sampling parameters: {}", e.what()));
+  }
   completion.wait();
   if (!error.empty()) fail("generation failed: {}", error);
   if (cancelled) result.finish_reason = FinishReason::Cancelled;
@@ -120,7 +132,8 @@ std::vector<float> OfflineEngine::prompt_logits(const std::vector<int32_t>& prom
     if (ev.kind == StreamEvent::Kind::PromptLogits) {
       all.insert(all.end(), ev.logits.begin(), ev.logits.end());
     } else if (ev.kind == StreamEvent::Kind::Finished) {
-      if (ev.finish_reason != FinishReason::Length) error = ev.error.empty() ? finish_reason_name(ev.finish_reason) : ev.error;
+      if (ev.finish_reason != FinishReason::Length)
+        error = ev.error.empty() ? finish_reason_name(ev.finish_reason) : ev.error;
       completion.done();
     }
   });

@@ -120,7 +120,8 @@ TEST(OutputProcessor, EndOfGenerationIsNotOutputAndEndsWithStop) {
 
 TEST(OutputProcessor, LengthAndStopStringsAndTheFlush) {
   const Tokenizer& tok = model()->tokenizer();
-  const std::vector<int32_t> text = tok.encode("and they were happy", false);  // " and they were happy": the space prefix
+  // " and they were happy": the tokenizer's space prefix makes the first word " and".
+  const std::vector<int32_t> text = tok.encode("and they were happy", false);
   ASSERT_GE(text.size(), 3u);
   const std::vector<float> logits(size_t(tok.n_vocab()), 0.0f);
 
@@ -208,7 +209,8 @@ TEST(KvSizing, FitShrinksADerivedSizeAndChecksAGivenOne) {
   EXPECT_EQ(fit_context(m, 0, KvType::F32, 0, "-c", &note), usable_context(m.config(), 0));
   EXPECT_TRUE(note.empty());
   EngineOptions o;
-  EXPECT_EQ(fit_kv_pool(m, o, 0, {}, &note), uint64_t(engine_kv_blocks(m.config(), o)) * engine_kv_block_bytes(m.config(), o));
+  EXPECT_EQ(fit_kv_pool(m, o, 0, {}, &note),
+            uint64_t(engine_kv_blocks(m.config(), o)) * engine_kv_block_bytes(m.config(), o));
   // A given size that cannot fit is refused, naming what set it.
   try {
     fit_context(m, 256, KvType::F32, m.weight_bytes() + 1, "-c 256");
