@@ -104,6 +104,51 @@ Request request_for(const std::vector<int32_t>& prompt, int max_tokens) {
   return r;
 }
 
+RequestProblem problem_of(const Request& r, const RequestLimits& limits) {
+  try {
+    check_request(r, limits);
+  } catch (const InvalidRequest& e) {
+    return e.problem();
+  }
+  ADD_FAILURE() << "accepted";
+  return RequestProblem::InvalidParameter;
+}
+
+TEST(CheckRequest, EachRefusalHasItsProblem) {
+  const RequestLimits limits{.n_vocab = 100, .n_ctx = 32, .block_size = 4, .n_blocks = 6};
+  Request ok = request_for({1, 2, 3}, 5);
+  EXPECT_NO_THROW(check_request(ok, limits));
+  Request r = ok;
+  r.sampling.top_p = 0.0f;
+  EXPECT_EQ(problem_of(r, limits), RequestProblem::InvalidParameter);
+  r = ok;
+  r.n = 0;
+  EXPECT_EQ(problem_of(r, limits), RequestProblem::InvalidParameter);
+  r = ok;
+  r.top_logprobs = 21;
+  EXPECT_EQ(problem_of(r, limits), RequestProblem::InvalidParameter);
+  r = ok;
+  r.prompt.clear();
+  EXPECT_EQ(problem_of(r, limits), RequestProblem::EmptyPrompt);
+  r = ok;
+  r.prompt[1] = 100;
+  EXPECT_EQ(problem_of(r, limits), RequestProblem::InvalidToken);
+  // The context: a prompt that leaves no room is refused; prompt + max_tokens beyond it only when it must fit
+  // (else the sample ends with the context: 32 positions, 8 blocks).
+  const RequestLimits roomy{.n_vocab = 100, .n_ctx = 32, .block_size = 4, .n_blocks = 64};
+  const RequestLimits seven_blocks{.n_vocab = 100, .n_ctx = 32, .block_size = 4, .n_blocks = 7};
+  r = request_for(std::vector<int32_t>(20, 1), 20);
+  EXPECT_NO_THROW(check_request(r, roomy));
+  EXPECT_EQ(problem_of(r, seven_blocks), RequestProblem::CacheTooSmall);
+  r.must_fit_context = true;
+  EXPECT_EQ(problem_of(r, roomy), RequestProblem::ContextLength);
+  r = request_for(std::vector<int32_t>(32, 1), 1);
+  EXPECT_EQ(problem_of(r, roomy), RequestProblem::ContextLength);
+  r.sampling.max_tokens = 0;
+  r.prompt_logits = true;  // only the prompt's logits: it may fill the context
+  EXPECT_NO_THROW(check_request(r, roomy));
+}
+
 TEST(OutputProcessor, EndOfGenerationIsNotOutputAndEndsWithStop) {
   const Tokenizer& tok = model()->tokenizer();
   const Request r = request_for(tok.encode("Once upon a time", true), 10);

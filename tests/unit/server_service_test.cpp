@@ -389,6 +389,19 @@ TEST(ServiceErrors, AThrowWhileStreamingEndsOnlyThatRequest) {
 namespace tessera::server {
 namespace {
 
+TEST(ServiceValidation, TheEnginesRefusalsMapToTheirCodesAndFields) {
+  // The engine's check_request decides; the server names the code and the field.
+  Harness h;
+  auto token = h.complete({{"prompt", {1, 1 << 20}}, {"max_tokens", 4}});
+  EXPECT_EQ(token->status, 400);
+  EXPECT_EQ(token->body_json()["error"]["param"], "prompt");
+  EXPECT_NE(token->body.find("out of range"), std::string::npos) << token->body;
+  auto context = h.complete({{"prompt", "Once upon a time"}, {"max_tokens", 1 << 19}});
+  EXPECT_EQ(context->status, 400);
+  EXPECT_EQ(context->error_code(), "context_length_exceeded");
+  EXPECT_EQ(context->body_json()["error"]["param"], "max_tokens");
+}
+
 TEST(ServiceChoices, NChoicesForkOnePromptAndEqualSeparateRequests) {
   // n = 3 seeded choices are one engine request: the prompt is computed once and forked (copy-on-write), and
   // choice k is what a lone request with seed + k gives. Greedy choices are all the one greedy text.
