@@ -15,7 +15,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/attention.h"
+#include "core/kv_type.h"
 #include "model/model.h"
 #include "bench_offline.h"
 #include "model/presets.h"

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "engine/request.h"
-#include "kernels/attention.h"
+#include "core/kv_type.h"
 #include "model/model.h"
 
 namespace tessera {
