@@ -15,7 +15,7 @@
 #include "core/memory_info.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "kernels/lowbit.h"
 #include "kernels/quant.h"
 #include "tokenizer/tokenizer.h"

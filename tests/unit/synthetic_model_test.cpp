@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "engine/generator.h"
 #include "formats/gguf.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "model/model.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
