@@ -1,4 +1,4 @@
-// Warm-up, readiness, engine choice, in-flight requests.
+// Warm-up, readiness, engine choice, in-flight requests and the drain.
 #include "server/lifecycle.h"
 
 #include <cstdio>
@@ -59,6 +59,52 @@ void Lifecycle::track(const std::shared_ptr<Generation>& generation) {
 void Lifecycle::cancel_all() {
   for (auto& w : live_)
     if (auto g = w.lock()) g->cancel();
+}
+
+DrainOnSignal::DrainOnSignal(boost::asio::io_context& ioc, Lifecycle& lifecycle, HttpServer& http,
+                             std::chrono::milliseconds timeout)
+    : ioc_(ioc), lifecycle_(lifecycle), http_(http), timeout_(timeout), signals_(ioc, SIGINT, SIGTERM), timer_(ioc) {
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) { on_signal(ec, sig); });
+}
+
+void DrainOnSignal::on_signal(const boost::system::error_code& ec, int sig) {
+  if (ec) return;
+  if (draining_) {  // a second signal: stop now
+    lifecycle_.cancel_all();
+    deadline_ = Clock::now();
+    cancelled_ = true;
+  } else {
+    draining_ = true;
+    std::fprintf(stderr, "tessera serve: signal %d, draining %lld requests\n", sig,
+                 static_cast<long long>(lifecycle_.n_in_flight()));
+    deadline_ = Clock::now() + timeout_;
+    http_.stop_accepting();
+    lifecycle_.begin_drain();
+    poll();
+  }
+  signals_.async_wait([this](const boost::system::error_code& e, int s) { on_signal(e, s); });
+}
+
+void DrainOnSignal::poll() {
+  // Done when every request finished and every connection wrote its last bytes and closed.
+  if (lifecycle_.n_in_flight() == 0 && http_.n_connections() == 0) return stop();
+  const auto now = Clock::now();
+  if (!cancelled_ && now >= deadline_) {
+    std::fprintf(stderr, "tessera serve: drain timeout, cancelling %lld requests\n",
+                 static_cast<long long>(lifecycle_.n_in_flight()));
+    lifecycle_.cancel_all();
+    cancelled_ = true;
+  }
+  if (cancelled_ && now >= deadline_ + std::chrono::seconds(5)) return stop();  // an engine that does not answer
+  timer_.expires_after(std::chrono::milliseconds(20));
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) poll();
+  });
+}
+
+void DrainOnSignal::stop() {
+  http_.close_all();
+  ioc_.stop();
 }
 
 }  // namespace tessera::server

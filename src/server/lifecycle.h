@@ -1,8 +1,12 @@
 // The serving process's life around its requests: the warm-up probe and readiness (/ready, the ready gauge, the
 // 503 before it), which engine new requests go to (the primary while it passes its probes, else the fallback),
 // the requests in flight, and the drain: new requests refused, in-flight ones finished or, at the drain
-// timeout, cancelled.
+// timeout, cancelled (DrainOnSignal runs that for `tessera serve`).
 #pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -12,6 +16,7 @@
 
 #include "engine/engine.h"
 #include "server/engine_health.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 
 namespace tessera::server {
@@ -71,6 +76,31 @@ class Lifecycle {
   // Last: their threads call back into the members above, so they stop first.
   std::unique_ptr<EngineHealth> primary_health_;
   std::unique_ptr<EngineHealth> fallback_health_;
+};
+
+// A serving process's graceful stop on SIGINT/SIGTERM: stop accepting, let in-flight requests finish, cancel
+// them at `timeout`, and stop `ioc` once every request finished and every connection wrote its last bytes and
+// closed (or 5 s after the cancel, for an engine that does not answer). A second signal cancels at once.
+class DrainOnSignal {
+ public:
+  // Keeps references to all three; `ioc` runs the handlers.
+  DrainOnSignal(boost::asio::io_context& ioc, Lifecycle& lifecycle, HttpServer& http,
+                std::chrono::milliseconds timeout);
+
+ private:
+  void on_signal(const boost::system::error_code& ec, int sig);
+  void poll();
+  void stop();
+
+  boost::asio::io_context& ioc_;
+  Lifecycle& lifecycle_;
+  HttpServer& http_;
+  std::chrono::milliseconds timeout_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer timer_;
+  bool draining_ = false;
+  bool cancelled_ = false;
+  Clock::time_point deadline_;
 };
 
 }  // namespace tessera::server
