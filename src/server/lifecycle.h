@@ -29,7 +29,7 @@ class Lifecycle {
   Lifecycle(std::shared_ptr<Engine> primary, std::shared_ptr<Engine> fallback, std::chrono::milliseconds recheck,
             Metrics& metrics);
 
-  // Probes each engine (dummy inference through prefill, decode and a batch); ready() turns true when one
+  // Probes each engine (a warm-up inference through prefill, decode and a batch); ready() turns true when one
   // passes. Blocking: run it off the io thread. Returns false when no engine passed.
   bool warm_up();
   // Ready without the warm-up probe, for an engine known to work whose probe could not run promptly (one that
