@@ -15,7 +15,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/attention.h"
+#include "core/kv_type.h"
 #include "model/model.h"
 #include "bench_offline.h"
 #include "model/presets.h"
@@ -89,9 +89,9 @@ LoadedModel load_bench_model(const BenchOptions& o, ThreadPool& pool) {
   const SyntheticPlan plan = plan_synthetic_model(*preset, *t, o.seed, o.group);
   for (const std::string& note : plan.notes) std::fprintf(stderr, "bench: %s\n", note.c_str());
   progress(fmt::format("building {} {} with random weights in memory", preset->name, tensor_type_name(*t)));
-  m.model = make_dummy_model(*preset, plan, pool, o.load);
+  m.model = make_synthetic_model(*preset, plan, pool, o.load);
   note_unused_load_options(*m.model, o.load);
-  m.name = std::string(preset->name) + " (dummy weights)";
+  m.name = std::string(preset->name) + " (synthetic weights)";
   m.tensor_bytes = plan.n_bytes();
   m.type = *t;
   return m;
@@ -289,14 +289,14 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   auto o = std::make_shared<BenchOptions>();
   auto* model = cmd->add_option("-m,--model", o->model_path, "GGUF model file or Hugging Face folder");
   add_memory_check_flag(cmd, o->ignore_memory_check);
-  auto* preset = cmd->add_option("--preset", o->preset, "random in-memory weights at this shape (--dummy-weights): " +
+  auto* preset = cmd->add_option("--preset", o->preset, "random in-memory (synthetic) weights at this shape: " +
                                                             model_preset_names());
   cmd->add_option("--type", o->type, "weight type with --preset: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4")
       ->needs(preset);
   cmd->add_option("--group", o->group, "INT4 group size with --preset --type int4: 32 or 128")->capture_default_str();
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   model->excludes(preset);
-  cmd->add_option("--seed", o->seed, "random seed of the dummy weights")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed of the synthetic weights")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f32, f16, bf16, int8, fp8")->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object instead of the table");

@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "formats/llama2c.h"
+#include "model/llama2c.h"
 #include "model/gguf_export.h"
 #include "model/hf_model.h"
 #include "model/synthetic.h"

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
 #include "tokenizer/hf_tokenizer.h"

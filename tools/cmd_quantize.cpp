@@ -8,7 +8,7 @@
 #include "core/json_file.h"
 #include "core/error.h"
 #include "model/model.h"
-#include "quant/quantizer.h"
+#include "quantizer/quantizer.h"
 
 namespace tessera {
 namespace {

@@ -1,8 +1,6 @@
 // `tessera serve`: the OpenAI-compatible HTTP server on the batching engine, with graceful drain on
 // SIGTERM/SIGINT (stop accepting, finish in-flight requests within --drain-timeout, exit 0).
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +19,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/http_server.h"
+#include "server/lifecycle.h"
 #include "server/service.h"
 
 namespace tessera {
@@ -152,54 +151,9 @@ int serve(ServeOptions& o) {
     std::fprintf(stderr, "tessera serve: warm-up %s\n", ok ? "done, ready" : "FAILED, not ready");
   });
 
-  // Drain: stop accepting, let in-flight requests finish, cancel them at the drain timeout, then stop.
-  boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
-  boost::asio::steady_timer drain_timer(ioc);
-  bool draining = false, cancelled = false;
-  Clock::time_point drain_deadline;
-  std::function<void()> poll_drain = [&] {
-    // Done when every request finished and every connection wrote its last bytes and closed.
-    if (service.n_in_flight() == 0 && http.n_connections() == 0) {
-      http.close_all();
-      ioc.stop();
-      return;
-    }
-    const auto now = Clock::now();
-    if (!cancelled && now >= drain_deadline) {
-      std::fprintf(stderr, "tessera serve: drain timeout, cancelling %lld requests\n",
-                   static_cast<long long>(service.n_in_flight()));
-      service.cancel_all();
-      cancelled = true;
-    }
-    if (cancelled && now >= drain_deadline + std::chrono::seconds(5)) {  // an engine that does not answer
-      http.close_all();
-      ioc.stop();
-      return;
-    }
-    drain_timer.expires_after(std::chrono::milliseconds(20));
-    drain_timer.async_wait([&](const boost::system::error_code& ec) {
-      if (!ec) poll_drain();
-    });
-  };
-  std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
-                                                                              int sig) {
-    if (ec) return;
-    if (draining) {  // a second signal: stop now
-      service.cancel_all();
-      drain_deadline = Clock::now();
-      cancelled = true;
-    } else {
-      draining = true;
-      std::fprintf(stderr, "tessera serve: signal %d, draining %lld requests\n", sig,
-                   static_cast<long long>(service.n_in_flight()));
-      drain_deadline = Clock::now() + std::chrono::milliseconds(int64_t(o.drain_timeout_s * 1000));
-      http.stop_accepting();
-      service.begin_drain();
-      poll_drain();
-    }
-    signals.async_wait(on_signal);
-  };
-  signals.async_wait(on_signal);
+  // SIGTERM/SIGINT: stop accepting, let in-flight requests finish, cancel them at the drain timeout, then stop.
+  server::DrainOnSignal drain(ioc, service.lifecycle(), http,
+                              std::chrono::milliseconds(int64_t(o.drain_timeout_s * 1000)));
 
   ioc.run();
   warm.join();

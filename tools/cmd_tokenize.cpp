@@ -13,7 +13,7 @@
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_json.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tessera {
 namespace {

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "core/thread_pool.h"
-#include "kernels/attention.h"
+#include "core/kv_type.h"
 #include "model/model.h"
 
 namespace tessera {

@@ -1,6 +1,6 @@
 // The serving benchmark's HTTP side: streaming requests to an OpenAI-compatible server, on one thread (Asio),
-// each bounded by a timeout, timed with the steady clock. Built into the server library, whose SSE parser it
-// uses (see CMakeLists.txt).
+// each bounded by a timeout, timed with the steady clock. It parses SSE with the server's own parser, which is
+// why the bench layer sits on the server (src/CMakeLists.txt).
 #pragma once
 
 #include <cstdint>

@@ -9,8 +9,8 @@
 
 #include "chat/errors.h"
 #include "chat/unicode_tables.h"
-#include "tokenizer/unicode_class.h"
-#include "tokenizer/utf8.h"
+#include "core/unicode_class.h"
+#include "core/utf8.h"
 
 namespace tessera::chat {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "chat/pystr.h"
 #include "core/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tessera::chat {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tokenizer/unicode_class.h"
+#include "core/unicode_class.h"
 
 namespace tessera::chat {
 

@@ -6,7 +6,7 @@
 #include "chat/pystr.h"
 #include "core/check.h"
 #include "core/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tessera::chat {
 namespace {

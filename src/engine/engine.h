@@ -15,7 +15,7 @@
 #include "core/thread_pool.h"
 #include "engine/kv_sizing.h"
 #include "engine/request.h"
-#include "kernels/attention.h"
+#include "core/kv_type.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/attention.h"
+#include "core/kv_type.h"
 #include "model/model_config.h"
 
 namespace tessera {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
-#include "kernels/attention.h"
+#include "core/kv_type.h"
 #include "model/model.h"
 
 namespace tessera {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/gguf.h"
 
 namespace tessera {
 namespace {

@@ -10,10 +10,16 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-
-#include "formats/gguf.h"
+#include <utility>
+#include <vector>
 
 namespace tessera {
+
+// Declared, not included: the engine's SamplingParams holds these defaults and must not pull in the GGUF reader.
+namespace gguf {
+class File;
+struct Value;
+}  // namespace gguf
 
 struct SamplingDefaults {
   std::optional<float> temperature;  // 0 when generation_config says do_sample: false (greedy)
@@ -33,7 +39,8 @@ SamplingDefaults sampling_defaults_from_generation_config(const nlohmann::json& 
 
 // general.sampling.* key/values for a GGUF file (only the fields that are set) and back from a file's metadata
 // (integer or float values alike; out-of-range values are an error naming the key).
-gguf::Metadata sampling_metadata(const SamplingDefaults& defaults);
+// (The result is a gguf::Metadata, spelled out.)
+std::vector<std::pair<std::string, gguf::Value>> sampling_metadata(const SamplingDefaults& defaults);
 SamplingDefaults sampling_defaults_of(const gguf::File& file);
 
 }  // namespace tessera

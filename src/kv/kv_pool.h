@@ -7,7 +7,7 @@
 
 #include "core/check.h"
 #include "core/huge_pages.h"
-#include "kernels/attention.h"
+#include "core/kv_type.h"
 
 namespace tessera {
 

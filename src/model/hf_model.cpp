@@ -13,7 +13,7 @@
 #include "core/printable.h"
 #include "formats/safetensors.h"
 #include "formats/sampling_defaults.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "model/hf_config.h"
 #include "tokenizer/hf_tokenizer.h"
 

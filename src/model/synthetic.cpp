@@ -15,7 +15,7 @@
 #include "core/memory_info.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "kernels/lowbit.h"
 #include "kernels/quant.h"
 #include "tokenizer/tokenizer.h"
@@ -317,7 +317,7 @@ struct FreeDeleter {
 };
 
 // Owns every tensor of an in-memory model; the Model holds it through its type-erased storage pointer.
-struct DummyStorage {
+struct SyntheticStorage {
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> tensors;
   std::vector<std::vector<float>> row_scales;  // per tensor; empty unless I8 or FP8
   std::vector<std::vector<uint16_t>> group_scales, group_zeros;  // per tensor; empty unless INT4
@@ -325,14 +325,14 @@ struct DummyStorage {
 
 }  // namespace
 
-std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool,
-                                        const LoadOptions& options) {
+std::shared_ptr<Model> make_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool,
+                                            const LoadOptions& options) {
   const uint64_t available = available_memory_bytes();
   if (available > 0 && plan.n_bytes() > available / 10 * 9) {
     fail("{} needs {} of weights in memory but only {} is available", preset.name, gib(plan.n_bytes()),
          gib(available));
   }
-  auto storage = std::make_shared<DummyStorage>();
+  auto storage = std::make_shared<SyntheticStorage>();
   std::unordered_map<std::string, size_t> index;
   for (const SyntheticTensor& t : plan.tensors) {
     const size_t n = (t.n_bytes() + 63) / 64 * 64;

@@ -98,7 +98,7 @@ void write_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan,
 
 // The same model built in memory (Model::from_parts), weights in anonymous memory, with a synthetic
 // vocabulary. Throws tessera::Error when the weights would not fit the available memory.
-std::shared_ptr<Model> make_dummy_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool,
-                                        const LoadOptions& options = {});
+std::shared_ptr<Model> make_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan, ThreadPool& pool,
+                                            const LoadOptions& options = {});
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "engine/engine.h"
 #include "engine/request.h"
 
 namespace tessera::server {
@@ -95,5 +96,16 @@ int retry_after_seconds(const ApiError& error) {
   const double s = std::ceil(error.retry_after_s);
   return s < 1.0 ? 1 : s > 86400.0 ? 86400 : int(s);
 }
+
+ApiError engine_refusal(const Error& error, bool fallback_retry) {
+  if (dynamic_cast<const EngineUnavailable*>(&error)) {
+    return {ErrorCode::Unavailable,
+            fallback_retry ? std::string("the fallback model is stopping: ") + error.what() : error.what(), "", 1.0};
+  }
+  if (fallback_retry) return {ErrorCode::Internal, std::string("fallback model refused the request: ") + error.what()};
+  return {ErrorCode::InvalidRequest, error.what()};
+}
+
+ApiError engine_failure(const std::string& message) { return {ErrorCode::Internal, "generation failed: " + message}; }
 
 }  // namespace tessera::server

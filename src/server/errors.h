@@ -1,6 +1,6 @@
 // The server's one error enum: every way a request can fail, mapped in one place to an HTTP status and an
 // OpenAI-style error body ({"error": {"message", "type", "param", "code"}}), which is also what a stream sends
-// as its last event when it fails after the headers went out.
+// as its last event when it fails after the headers went out. Engine errors are mapped to it here too.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include <utility>
 
 namespace tessera {
+class Error;
 class InvalidRequest;
 }
 
@@ -67,5 +68,12 @@ const char* error_code(ErrorCode code);  // OpenAI "code": "context_length_excee
 nlohmann::json error_body(const ApiError& error);
 // Whole seconds for a Retry-After header (at least 1).
 int retry_after_seconds(const ApiError& error);
+
+// The engine's errors as API errors, in this one place (TGI's From<InferError>). An engine that refuses a
+// request because it is stopping (EngineUnavailable) is a 503 to retry. Any other refusal is the request's
+// fault, a 400, except when the fallback refuses a choice the primary had taken (`fallback_retry`): the
+// server's 500. A generation that fails inside the engine (a Finished event with FinishReason::Error) is a 500.
+ApiError engine_refusal(const Error& error, bool fallback_retry = false);
+ApiError engine_failure(const std::string& message);
 
 }  // namespace tessera::server

@@ -1,4 +1,4 @@
-// The life of one API request in flight.
+// The life of one API request in flight, and the writing of responses.
 #include "server/generation.h"
 
 #include <boost/asio/post.hpp>
@@ -8,16 +8,58 @@
 #include "core/error.h"
 #include "server/errors.h"
 #include "server/request_prep.h"
-#include "server/service.h"
 #include "server/sse.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera::server {
 
-Generation::Generation(Service& service, std::shared_ptr<Responder> responder, ApiRequest request,
+void send_json(Responder& responder, Metrics& metrics, int status, const nlohmann::json& body, const Headers& extra) {
+  metrics.count_status(status);
+  responder.send(status, "application/json", dump_json(body), extra);
+}
+
+void send_error(Responder& responder, Metrics& metrics, const ApiError& error) {
+  const int status = http_status(error.code);
+  Headers extra;
+  if (status == 429 || status == 503) extra.emplace_back("Retry-After", std::to_string(retry_after_seconds(error)));
+  send_json(responder, metrics, status, error_body(error), extra);
+}
+
+void finish_stream(Responder& responder, const ResponseHeader& header, const ApiRequest& request,
+                   const std::vector<ChoiceTail>& tails, const Usage& usage) {
+  for (const ChoiceTail& t : tails) {
+    responder.write(sse_event(dump_json(
+        chunk_json(header, t.index, t.text, t.role, t.logprobs, t.text_offset, t.finish, request.include_usage))));
+  }
+  if (request.include_usage) responder.write(sse_event(dump_json(usage_chunk_json(header, usage))));
+  responder.write(sse_done());
+  responder.end_stream();
+}
+
+void replay(Responder& responder, Metrics& metrics, const ResponseHeader& header, const ApiRequest& request,
+            const CachedResult& hit) {
+  Usage usage;
+  usage.prompt_tokens = hit.prompt_tokens;
+  for (const ChoiceResult& c : hit.choices) usage.completion_tokens += c.n_generated;
+  const Headers extra = {{"X-Tessera-Cache", "hit"}};
+  if (!request.stream) {
+    send_json(responder, metrics, 200, response_json(header, hit.choices, usage, request.logprobs), extra);
+    return;
+  }
+  responder.start_stream(200, "text/event-stream", extra);
+  // Each choice whole, in its one and finishing chunk.
+  std::vector<ChoiceTail> tails;
+  for (size_t i = 0; i < hit.choices.size(); ++i) {
+    const ChoiceResult& c = hit.choices[i];
+    tails.push_back({int32_t(i), c.text, true, request.logprobs ? &c.tokens : nullptr, 0, c.finish_reason});
+  }
+  finish_stream(responder, header, request, tails, usage);
+}
+
+Generation::Generation(const ServingContext& context, std::shared_ptr<Responder> responder, ApiRequest request,
                        std::vector<int32_t> prompt, ResponseHeader header, Accounting accounting,
                        std::optional<Clock::time_point> deadline)
-    : service_(service),
+    : ctx_(context),
       responder_(std::move(responder)),
       request_(std::move(request)),
       prompt_(std::move(prompt)),
@@ -25,30 +67,30 @@ Generation::Generation(Service& service, std::shared_ptr<Responder> responder, A
       accounting_(std::move(accounting)),
       deadline_(deadline),
       choices_(size_t(request_.n)) {
-  service_.n_in_flight_.fetch_add(1);
+  ctx_.lifecycle.count_in();
 }
 
 Generation::~Generation() { release(); }
 
 void Generation::release() {
-  if (counted_) service_.n_in_flight_.fetch_sub(1);
+  if (counted_) ctx_.lifecycle.count_out();
   counted_ = false;
   for (Choice& c : choices_) release_queue_slot(c);
 }
 
 void Generation::release_queue_slot(Choice& c) {
-  if (c.holds_queue_slot) service_.release_queue_slots(1);
+  if (c.holds_queue_slot) ctx_.gateway.release_queue_slots(1);
   c.holds_queue_slot = false;
 }
 
 void Generation::start(Engine& engine) {
-  const bool on_fallback = &engine == service_.fallback_.get();
+  const bool on_fallback = &engine == ctx_.lifecycle.fallback();
   try {
     for (Choice& c : choices_) c.on_fallback = on_fallback;
     submit(0, choices_.size(), engine);
     for (Choice& c : choices_) {
       c.holds_queue_slot = true;
-      service_.n_queued_ += 1;
+      ctx_.gateway.take_queue_slot();
     }
   } catch (...) {
     cancel();
@@ -69,7 +111,7 @@ void Generation::start(Engine& engine) {
   if (deadline_) {
     // The engine ends expired requests itself; this timer is the backstop should a request sit where the
     // engine does not look at deadlines. A cancel after the deadline is reported as a timeout.
-    deadline_timer_ = std::make_unique<boost::asio::steady_timer>(service_.ioc_);
+    deadline_timer_ = std::make_unique<boost::asio::steady_timer>(ctx_.ioc);
     deadline_timer_->expires_at(*deadline_ + std::chrono::milliseconds(200));
     deadline_timer_->async_wait([weak](const boost::system::error_code& ec) {
       if (ec) return;
@@ -87,7 +129,7 @@ void Generation::submit(size_t first, size_t count, Engine& engine) {
   r.deadline = deadline_;
   r.report_start = true;  // the queue slots are given back when the request leaves the engine's queue
   auto self = shared_from_this();
-  boost::asio::io_context& ioc = service_.ioc_;
+  boost::asio::io_context& ioc = ctx_.ioc;
   const uint64_t id = engine.submit(std::move(r), [self, first, &ioc](const StreamEvent& ev) {
     const size_t index = first + size_t(ev.index);
     boost::asio::post(ioc, [self, index, ev, at = Clock::now()] { self->on_event(index, ev, at); });
@@ -157,12 +199,12 @@ void Generation::handle_event(size_t index, const StreamEvent& event, Clock::tim
 }
 
 void Generation::on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at) {
-  if (c.result.n_generated > 0) service_.metrics_->observe_inter_token(std::chrono::duration<double>(at - c.last_token).count());
+  if (c.result.n_generated > 0) ctx_.metrics.observe_inter_token(std::chrono::duration<double>(at - c.last_token).count());
   c.last_token = at;
   ++c.result.n_generated;
   c.result.text += event.text;
   if (request_.logprobs) {
-    const Tokenizer& tok = service_.primary_->model().tokenizer();
+    const Tokenizer& tok = ctx_.tokenizer;
     TokenInfo info;
     info.piece = tok.token_piece(event.token);
     info.logprob = event.sampled.logprob;
@@ -182,29 +224,28 @@ void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) 
   if (reason == FinishReason::Error) {
     // A failure before anything of this choice reached the client is retried on the fallback replica, if that
     // passes its health check (a retry on a bad one would only ask for one more probe at its queue's front).
-    const bool retry = service_.fallback_ && service_.fallback_health_->ok() && !c.on_fallback && !c.streamed &&
+    Engine* fallback = ctx_.lifecycle.fallback();
+    const bool retry = fallback && ctx_.lifecycle.fallback_health()->ok() && !c.on_fallback && !c.streamed &&
                        !client_gone_ && !done_;
-    service_.on_engine_error(c.engine);
+    ctx_.lifecycle.on_engine_error(c.engine);
     if (retry) {
-      service_.metrics_->count_fallback();
+      ctx_.metrics.count_fallback();
       c.result = ChoiceResult{};
       c.pending.clear();
       c.on_fallback = true;
       try {
-        submit(index, 1, *service_.fallback_);
+        submit(index, 1, *fallback);
         return;
-      } catch (const EngineUnavailable& e) {
-        fail({ErrorCode::Unavailable, std::string("the fallback model is stopping: ") + e.what(), "", 1.0});
       } catch (const Error& e) {
-        fail({ErrorCode::Internal, std::string("fallback model refused the request: ") + e.what()});
+        fail(engine_refusal(e, /*fallback_retry=*/true));
       }
     } else {
-      fail({ErrorCode::Internal, "generation failed: " + event.error});
+      fail(engine_failure(event.error));
     }
   }
-  service_.metrics_->observe_request(event.stats, reason);
-  if (reason == FinishReason::Timeout) service_.metrics_->count_timeout();
-  if (reason == FinishReason::Cancelled) service_.metrics_->count_cancellation();
+  ctx_.metrics.observe_request(event.stats, reason);
+  if (reason == FinishReason::Timeout) ctx_.metrics.count_timeout();
+  if (reason == FinishReason::Cancelled) ctx_.metrics.count_cancellation();
   if (index == 0) n_cached_prompt_tokens_ = event.stats.n_cached_prompt_tokens;
   c.result.text += event.text;
   c.result.finish_reason = reason;
@@ -268,7 +309,7 @@ void Generation::respond() {
                               c.result.finish_reason == FinishReason::Length);
   }
   const double used = double(usage.prompt_tokens + usage.completion_tokens);
-  service_.limiter_.refund(accounting_.limiter_key, accounting_.limits, accounting_.charged_tokens - used);
+  ctx_.gateway.refund_tokens(accounting_.limiter_key, accounting_.limits, accounting_.charged_tokens - used);
   if (client_gone_) return;
   bool timed_out = !any_tokens;
   for (const Choice& c : choices_) timed_out = timed_out && c.result.finish_reason == FinishReason::Timeout;
@@ -281,7 +322,7 @@ void Generation::respond() {
       responder_->write(sse_done());
       responder_->end_stream();
     } else {
-      service_.send_error(*responder_, *error_);
+      send_error(*responder_, ctx_.metrics, *error_);
     }
     return;
   }
@@ -291,20 +332,23 @@ void Generation::respond() {
     for (const Choice& c : choices_) cached.choices.push_back(c.result);
     // What the fallback answered is cached under its own model name: it must not come back as the primary's
     // answer once the primary is healthy again.
-    service_.cache_.put(answered_by_fallback ? accounting_.fallback_cache_key : accounting_.cache_key, std::move(cached));
+    ctx_.gateway.cache().put(answered_by_fallback ? accounting_.fallback_cache_key : accounting_.cache_key, std::move(cached));
   }
   if (request_.stream) {
     ensure_stream_started();
-    for (size_t i = 0; i < choices_.size(); ++i)  // a choice that timed out before the stream began
-      if (!choices_[i].finish_sent) stream_chunk(choices_[i], i, {}, choices_[i].result.finish_reason);
-    if (request_.include_usage) responder_->write(sse_event(dump_json(usage_chunk_json(header_, usage))));
-    responder_->write(sse_done());
-    responder_->end_stream();
+    std::vector<ChoiceTail> tails;
+    for (size_t i = 0; i < choices_.size(); ++i) {  // a choice that timed out before the stream began
+      const Choice& c = choices_[i];
+      if (c.finish_sent) continue;
+      tails.push_back({int32_t(i), {}, header_.endpoint == Endpoint::ChatCompletions && !c.role_sent,
+                       request_.logprobs ? &c.pending : nullptr, c.text_offset, c.result.finish_reason});
+    }
+    finish_stream(*responder_, header_, request_, tails, usage);
     return;
   }
   std::vector<ChoiceResult> results;
   for (Choice& c : choices_) results.push_back(std::move(c.result));
-  service_.send_json(*responder_, 200, response_json(header_, results, usage, request_.logprobs));
+  send_json(*responder_, ctx_.metrics, 200, response_json(header_, results, usage, request_.logprobs));
 }
 
 }  // namespace tessera::server

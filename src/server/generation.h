@@ -1,9 +1,10 @@
-// One API request in flight: its engine request (the prompt computed once, forked into its n choices; a choice
-// re-run on the fallback is an engine request of its own), the stream or the body being built, the
-// deadline, client disconnects, the queue slots it holds until each choice's first event, and the re-run on the
-// fallback replica when the primary fails before a token of a choice was sent. All methods run on the io
-// thread; engine events are posted there. A throw while handling an event ends this request with a 500 (or an
-// error event on its stream), never the server.
+// Serving: one API request in flight, from its admission to its last byte: its engine request (the prompt
+// computed once, forked into its n choices; a choice re-run on the fallback is an engine request of its own), the
+// stream or the body being built, the deadline, client disconnects, the queue slots it holds until each choice's
+// first event, and the re-run on the fallback replica when the primary fails before a token of a choice was sent.
+// All methods run on the io thread; engine events are posted there. A throw while handling an event ends this
+// request with a 500 (or an error event on its stream), never the server. Also the one code that writes a
+// response, which the result cache's replay of an earlier generation uses too.
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>
@@ -15,13 +16,51 @@
 
 #include "engine/engine.h"
 #include "server/errors.h"
+#include "server/gateway.h"
 #include "server/http_server.h"
+#include "server/lifecycle.h"
+#include "server/metrics.h"
 #include "server/openai_json.h"
 #include "server/rate_limiter.h"
+#include "server/result_cache.h"
+
+namespace tessera {
+class Tokenizer;
+}
 
 namespace tessera::server {
 
-class Service;
+// What one request's life uses of the service around it: the io thread's context, the metrics, the gateway
+// (token refunds, queue slots, the result cache), the lifecycle (in-flight count, the fallback, engine health)
+// and the tokenizer both engines share. References: the service outlives its generations.
+struct ServingContext {
+  boost::asio::io_context& ioc;
+  Metrics& metrics;
+  Gateway& gateway;
+  Lifecycle& lifecycle;
+  const Tokenizer& tokenizer;
+};
+
+// A JSON answer (counted by status) and an error answer (with Retry-After on 429 and 503).
+void send_json(Responder& responder, Metrics& metrics, int status, const nlohmann::json& body,
+               const Headers& extra = {});
+void send_error(Responder& responder, Metrics& metrics, const ApiError& error);
+
+// What a stream still owes one choice when it ends: its finish chunk, with the text and logprobs not sent yet.
+struct ChoiceTail {
+  int32_t index = 0;
+  std::string_view text;
+  bool role = false;                                 // chat: this is the choice's first chunk, it names the role
+  const std::vector<TokenInfo>* logprobs = nullptr;  // null without logprobs
+  int64_t text_offset = 0;                           // completions logprobs: offset of the first token above
+  FinishReason finish = FinishReason::Stop;
+};
+// The end of a stream that went well: each choice's finish chunk, the usage chunk when asked, [DONE].
+void finish_stream(Responder& responder, const ResponseHeader& header, const ApiRequest& request,
+                   const std::vector<ChoiceTail>& tails, const Usage& usage);
+// A cached result sent as the generation that made it would have sent it, marked X-Tessera-Cache: hit.
+void replay(Responder& responder, Metrics& metrics, const ResponseHeader& header, const ApiRequest& request,
+            const CachedResult& hit);
 
 class Generation : public std::enable_shared_from_this<Generation> {
  public:
@@ -34,13 +73,15 @@ class Generation : public std::enable_shared_from_this<Generation> {
     double charged_tokens = 0.0;
   };
 
-  Generation(Service& service, std::shared_ptr<Responder> responder, ApiRequest request, std::vector<int32_t> prompt,
-             ResponseHeader header, Accounting accounting, std::optional<Clock::time_point> deadline);
+  Generation(const ServingContext& context, std::shared_ptr<Responder> responder, ApiRequest request,
+             std::vector<int32_t> prompt, ResponseHeader header, Accounting accounting,
+             std::optional<Clock::time_point> deadline);
   ~Generation();
 
   // Submits the choices to `engine` (the primary, or the fallback while the primary is marked bad) as one
-  // request of n samples; holds one queue slot per choice. Throws tessera::Error (EngineUnavailable when it stops) when the engine refuses the
-  // request: nothing is left running and no slot held then.
+  // request of n samples; holds one queue slot per choice. Throws tessera::Error (EngineUnavailable when it
+  // stops; engine_refusal() maps both) when the engine refuses the request: nothing is left running and no slot
+  // held then.
   void start(Engine& engine);
   // Ends every running choice (client gone, drain timeout).
   void cancel();
@@ -80,7 +121,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // Gives back the in-flight count and the connection once nothing more will be written.
   void release();
 
-  Service& service_;
+  ServingContext ctx_;
   std::shared_ptr<Responder> responder_;
   ApiRequest request_;
   std::vector<int32_t> prompt_;
@@ -93,7 +134,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool stream_started_ = false;
   bool client_gone_ = false;
   bool done_ = false;  // the response is complete (or failed)
-  bool counted_ = true;  // holds one unit of Service::n_in_flight_ until release()
+  bool counted_ = true;  // counted in the lifecycle's requests in flight until release()
   std::optional<ApiError> error_;
   int64_t n_cached_prompt_tokens_ = 0;
 };

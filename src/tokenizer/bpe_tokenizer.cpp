@@ -8,7 +8,7 @@
 #include <queue>
 
 #include "core/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tessera {
 namespace {

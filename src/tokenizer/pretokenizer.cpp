@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "tokenizer/unicode_class.h"
-#include "tokenizer/utf8.h"
+#include "core/unicode_class.h"
+#include "core/utf8.h"
 
 namespace tessera {
 namespace {

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
-#include "quant/quantizer.h"
+#include "quantizer/quantizer.h"
 
 namespace tessera {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/offline_engine.h"
-#include "formats/llama2c.h"
+#include "model/llama2c.h"
 #include "model/embedded_model.h"
 #include "model/model.h"
 #include "test_paths.h"

@@ -8,7 +8,7 @@
 
 #include "cli_runner.h"
 #include "core/json_file.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "model/model.h"
 #include "model/presets.h"
 #include "model/synthetic.h"

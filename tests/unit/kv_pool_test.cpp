@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/huge_pages.h"
+#include "kernels/attention.h"
 #include "kv/kv_pool.h"
 
 namespace tessera {

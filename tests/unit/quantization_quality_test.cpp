@@ -16,8 +16,8 @@
 #include "kernels/lowbit.h"
 #include "kernels/quant.h"
 #include "model/model.h"
-#include "quant/calibration.h"
-#include "quant/quantizer.h"
+#include "quantizer/calibration.h"
+#include "quantizer/quantizer.h"
 
 namespace tessera {
 namespace {

@@ -1,5 +1,5 @@
 // Synthetic models: the preset table against the published shapes, files written for every weight type and
-// loaded back, in-memory (dummy) weights identical to the file's, and the bench helpers on a tiny model.
+// loaded back, in-memory (synthetic) weights identical to the file's, and the bench helpers on a tiny model.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "engine/offline_engine.h"
 #include "formats/gguf.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "model/model.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
@@ -168,7 +168,7 @@ std::vector<float> logits_of(std::shared_ptr<const Model> model, const std::vect
   return g.prompt_logits(prompt);
 }
 
-// Every weight type on every tiny architecture: written, loaded, generating, and equal to the dummy model.
+// Every weight type on every tiny architecture: written, loaded, generating, and equal to the in-memory model.
 TEST(SyntheticModel, WritesLoadsAndRunsEveryType) {
   for (std::string_view name : {"test-tiny", "test-tiny-qwen2", "test-tiny-qwen3"}) {
     for (std::string_view type_name : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "int8", "fp8", "int4"}) {
@@ -214,7 +214,7 @@ TEST(SyntheticModel, WritesLoadsAndRunsEveryType) {
       const std::vector<float> from_file = logits_of(model, prompt);
       for (float x : from_file) ASSERT_TRUE(std::isfinite(x));
       // Same seed, same bytes: the in-memory model computes exactly the file model's logits.
-      const std::vector<float> from_memory = logits_of(make_dummy_model(p, plan, test_pool()), prompt);
+      const std::vector<float> from_memory = logits_of(make_synthetic_model(p, plan, test_pool()), prompt);
       ASSERT_EQ(from_file, from_memory);
     }
   }
@@ -285,14 +285,14 @@ TEST(SyntheticModel, InterleavedWeightsMoveToHugePagesWhole) {
   const std::vector<float> a = logits_of(model, prompt);
   EXPECT_LE(resident_bytes_of_mapping(model->file()->bytes()), (model->file()->file_size() + 4095) / 4096 * 4096);
   // The same bytes built in memory, interleaved there: exactly the same logits.
-  ASSERT_EQ(a, logits_of(make_dummy_model(p, plan, test_pool()), prompt));
+  ASSERT_EQ(a, logits_of(make_synthetic_model(p, plan, test_pool()), prompt));
 }
 
 TEST(SyntheticModel, SeedChangesWeights) {
   const ModelPreset& p = preset("test-tiny");
   const std::vector<int32_t> prompt = {1, 5, 6};
-  const auto a = logits_of(make_dummy_model(p, plan_synthetic_model(p, TensorType::F32, 1), test_pool()), prompt);
-  const auto b = logits_of(make_dummy_model(p, plan_synthetic_model(p, TensorType::F32, 2), test_pool()), prompt);
+  const auto a = logits_of(make_synthetic_model(p, plan_synthetic_model(p, TensorType::F32, 1), test_pool()), prompt);
+  const auto b = logits_of(make_synthetic_model(p, plan_synthetic_model(p, TensorType::F32, 2), test_pool()), prompt);
   EXPECT_NE(a, b);
 }
 
@@ -323,9 +323,9 @@ TEST(SyntheticModel, VocabularyCopiedFromAnotherFile) {
   EXPECT_NE(::access(too_small.path.c_str(), F_OK), 0);
 }
 
-TEST(SyntheticModel, BenchHelpersRunOnDummyWeights) {
+TEST(SyntheticModel, BenchHelpersRunOnSyntheticWeights) {
   const ModelPreset& p = preset("test-tiny-qwen3");
-  const auto model = make_dummy_model(p, plan_synthetic_model(p, TensorType::I8, 3), test_pool());
+  const auto model = make_synthetic_model(p, plan_synthetic_model(p, TensorType::I8, 3), test_pool());
   const ThroughputMeasurement prefill = measure_prefill(model, test_pool(), 32, 1);
   EXPECT_EQ(prefill.n_tokens, 32);
   EXPECT_GT(prefill.tokens_per_s, 0.0);

@@ -21,8 +21,8 @@
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_json.h"
-#include "tokenizer/unicode_class.h"
-#include "tokenizer/utf8.h"
+#include "core/unicode_class.h"
+#include "core/utf8.h"
 
 namespace tessera {
 namespace {

@@ -9,7 +9,7 @@
 #include "test_paths.h"
 #include "tokenizer/llama2c_vocab.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tessera {
 namespace {

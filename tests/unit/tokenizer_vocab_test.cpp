@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 

@@ -1,6 +1,6 @@
 // quantize_model: plans each tensor (target type, fallbacks), runs calibration and the AWQ search up front, then
 // streams the output through gguf::Writer, encoding one tensor at a time so only one matrix is held in fp32.
-#include "quant/quantizer.h"
+#include "quantizer/quantizer.h"
 
 #include <unistd.h>
 
@@ -19,8 +19,8 @@
 #include "formats/gguf_writer.h"
 #include "kernels/lowbit.h"
 #include "kernels/quant.h"
-#include "quant/calibration.h"
-#include "quant/int4_search.h"
+#include "quantizer/calibration.h"
+#include "quantizer/int4_search.h"
 
 namespace tessera::quant {
 namespace {

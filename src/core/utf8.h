@@ -1,5 +1,5 @@
-// UTF-8 scanning shared by the tokenizers (splitting text into characters) and the streaming detokenizer
-// (holding back incomplete sequences, replacing invalid bytes with U+FFFD).
+// UTF-8 scanning shared by the tokenizers (splitting text into characters), the chat templates' string
+// functions and the streaming detokenizer (holding back incomplete sequences, replacing invalid bytes with U+FFFD).
 #pragma once
 
 #include <cstddef>

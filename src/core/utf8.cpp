@@ -1,5 +1,5 @@
 // UTF-8 well-formedness per Unicode table 3-7.
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // AWQ scale search and GPTQ for INT4 group-wise weights.
-#include "quant/int4_search.h"
+#include "quantizer/int4_search.h"
 
 #include <algorithm>
 #include <cmath>

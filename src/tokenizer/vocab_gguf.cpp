@@ -1,5 +1,5 @@
 // GGUF tokenizer metadata: Vocab -> key/values and back out of a file.
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 
 namespace tessera {
 

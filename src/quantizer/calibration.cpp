@@ -1,6 +1,6 @@
 // A plain one-sequence fp32 forward pass (contiguous K/V, no paging) that records each linear layer's input.
 // It mirrors model/forward.cpp op for op; a test checks that the logits agree.
-#include "quant/calibration.h"
+#include "quantizer/calibration.h"
 
 #include <algorithm>
 #include <array>

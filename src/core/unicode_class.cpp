@@ -1,5 +1,5 @@
 // Lookup over the generated category ranges: binary search, and a flat table for the BMP built once.
-#include "tokenizer/unicode_class.h"
+#include "core/unicode_class.h"
 
 #include <algorithm>
 #include <array>

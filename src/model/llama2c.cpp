@@ -1,13 +1,13 @@
 // llama2.c checkpoint reader. run.c computes `W @ x` with W stored [out][in], the same row order as GGUF, and
 // rotates adjacent pairs in RoPE like GGUF's "llama" architecture, so tensors are copied without permutation.
-#include "formats/llama2c.h"
+#include "model/llama2c.h"
 
 #include <cstring>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "formats/gguf_writer.h"
-#include "formats/vocab_gguf.h"
+#include "tokenizer/vocab_gguf.h"
 #include "tokenizer/llama2c_vocab.h"
 
 namespace tessera {
