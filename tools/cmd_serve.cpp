@@ -91,20 +91,14 @@ int serve(ServeOptions& o) {
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
   std::shared_ptr<Model> fallback_model;
   if (!o.fallback_path.empty()) fallback_model = load_model_or_embedded(o.fallback_path, o.load, o.ignore_memory_check);
-  // Both models and both KV caches share the memory: each cache is sized to what the rest leaves
-  // (0 stays "no check").
-  const uint64_t total = memory_for_check(o.ignore_memory_check);
-  const auto minus = [](uint64_t a, uint64_t b) -> uint64_t { return a == 0 ? 0 : a > b ? a - b : 1; };
-  EngineOptions primary_options = o.engine;
-  const uint64_t primary_kv =
-      fit_engine_kv_cache(*model, primary_options, minus(total, fallback_model ? fallback_model->weight_bytes() : 0));
+  // Both models and both KV caches share the memory.
+  EngineOptions primary_options = o.engine, fallback_options = o.engine;
+  std::vector<std::pair<const Model*, EngineOptions*>> engines{{model.get(), &primary_options}};
+  if (fallback_model) engines.push_back({fallback_model.get(), &fallback_options});
+  fit_engine_kv_caches(engines, memory_for_check(o.ignore_memory_check));
   auto primary = std::make_shared<Engine>(model, primary_options);
   std::shared_ptr<Engine> fallback;
-  if (fallback_model) {
-    EngineOptions fallback_options = o.engine;
-    fit_engine_kv_cache(*fallback_model, fallback_options, minus(total, model->weight_bytes() + primary_kv));
-    fallback = std::make_shared<Engine>(fallback_model, fallback_options);
-  }
+  if (fallback_model) fallback = std::make_shared<Engine>(fallback_model, fallback_options);
 
   o.service.model_name = o.served_name.empty() ? default_model_name(o.model_path) : o.served_name;
   o.service.fallback_model_name = default_model_name(o.fallback_path);

@@ -6,9 +6,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/engine.h"
 #include "core/kv_type.h"
+#include "model/memory_fit.h"
 #include "model/model.h"
 
 namespace tessera {
@@ -55,6 +58,13 @@ uint64_t memory_for_check(bool ignore_memory_check);
 // "--kv-cache-mem BYTES" or "--kv-blocks N"). Returns the bytes the cache will take.
 uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes,
                              const std::string& size_flag = {});
+// The same for engines that share the memory (a served model and its fallback; engine/kv_sizing.h's
+// fit_kv_pools): every model's weights first, then each pool in order. Returns the bytes of each.
+std::vector<uint64_t> fit_engine_kv_caches(const std::vector<std::pair<const Model*, EngineOptions*>>& engines,
+                                           uint64_t available_bytes, const std::string& size_flag = {});
+
+// A memory check's refusal, in this command line's terms: the flags that lower what it asked for or skip it.
+std::string memory_fit_way_out(const MemoryFitError& e);
 
 // --ignore-memory-check, for the commands that run a model.
 CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check);

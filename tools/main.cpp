@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/memory_info.h"
+#include "engine/kv_sizing.h"
 #include "model/memory_fit.h"
 #include "model/model.h"
 
@@ -56,17 +57,42 @@ std::shared_ptr<Model> load_model_or_embedded(const std::string& path, const Loa
 
 uint64_t memory_for_check(bool ignore_memory_check) { return ignore_memory_check ? 0 : available_memory_bytes(); }
 
+std::vector<uint64_t> fit_engine_kv_caches(const std::vector<std::pair<const Model*, EngineOptions*>>& engines,
+                                           uint64_t available_bytes, const std::string& size_flag) {
+  std::vector<KvPoolRequest> requests;
+  for (const auto& [model, engine] : engines) {
+    // The flag that set an explicit size, for the error to name (serve's, unless the caller says otherwise).
+    requests.push_back({.model = model,
+                        .options = engine,
+                        .size_source = !size_flag.empty()     ? size_flag
+                                       : engine->kv_blocks > 0 ? fmt::format("--kv-blocks {}", engine->kv_blocks)
+                                                               : fmt::format("--kv-cache-mem {}", engine->kv_cache_bytes),
+                        .context_source = fmt::format("-c {}", usable_context(model->config(), engine->n_ctx))});
+  }
+  std::vector<uint64_t> bytes;
+  const std::vector<KvPoolFit> fits = fit_kv_pools(requests, available_bytes);
+  for (size_t i = 0; i < fits.size(); ++i) {
+    if (!fits[i].note.empty()) {
+      std::fprintf(stderr, "note: %s: %s; --kv-cache-mem or -c sets it\n", engines[i].first->name().c_str(),
+                   fits[i].note.c_str());
+    }
+    bytes.push_back(fits[i].bytes);
+  }
+  return bytes;
+}
+
 uint64_t fit_engine_kv_cache(const Model& model, EngineOptions& engine, uint64_t available_bytes,
                              const std::string& size_flag) {
-  // The flag that set an explicit size, for the error to name (serve's, unless the caller says otherwise).
-  const std::string source = !size_flag.empty()   ? size_flag
-                             : engine.kv_blocks > 0 ? fmt::format("--kv-blocks {}", engine.kv_blocks)
-                                                    : fmt::format("--kv-cache-mem {}", engine.kv_cache_bytes);
-  std::string note;
-  const uint64_t bytes = fit_kv_pool(model, engine, available_bytes, source, &note,
-                                     fmt::format("-c {}", usable_context(model.config(), engine.n_ctx)));
-  if (!note.empty()) std::fprintf(stderr, "note: %s; --kv-cache-mem or -c sets it\n", note.c_str());
-  return bytes;
+  return fit_engine_kv_caches({{&model, &engine}}, available_bytes, size_flag).front();
+}
+
+std::string memory_fit_way_out(const MemoryFitError& e) {
+  if (e.part == MemoryFitError::Part::Weights) {
+    return "Use a smaller quantization (tessera quantize --type int4) or pass --ignore-memory-check to load it anyway";
+  }
+  // kv_source is the flag and its value ("-c 40960", "--kv-blocks 4096 (one sequence)"): name the flag alone.
+  const std::string flag = e.kv_source.substr(0, e.kv_source.find(' '));
+  return fmt::format("Lower {}, store the cache in 8 bits (--kv-type int8), or pass --ignore-memory-check", flag);
 }
 
 CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check) {
@@ -98,6 +124,9 @@ int main(int argc, char** argv) {
   }
   try {
     return action();
+  } catch (const tessera::MemoryFitError& e) {
+    std::fprintf(stderr, "error: %s. %s\n", e.what(), tessera::memory_fit_way_out(e).c_str());
+    return 1;
   } catch (const tessera::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

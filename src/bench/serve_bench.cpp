@@ -64,45 +64,45 @@ constexpr const char* kWords[] = {
 
 HttpUrl parse_http_url(std::string_view url) {
   const std::string shown(url);
-  if (url.rfind("https://", 0) == 0) fail("--base-url '{}': https is not supported (plain http only)", shown);
-  if (url.rfind("http://", 0) != 0) fail("--base-url '{}' must start with http:// (http://host:port)", shown);
+  if (url.rfind("https://", 0) == 0) fail("base URL '{}': https is not supported (plain http only)", shown);
+  if (url.rfind("http://", 0) != 0) fail("base URL '{}' must start with http:// (http://host:port)", shown);
   std::string_view rest = url.substr(7);
-  if (rest.find_first_of("?#") != std::string_view::npos) fail("--base-url '{}': no query or fragment", shown);
+  if (rest.find_first_of("?#") != std::string_view::npos) fail("base URL '{}': no query or fragment", shown);
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
-  if (authority.find('@') != std::string_view::npos) fail("--base-url '{}': no user info", shown);
+  if (authority.find('@') != std::string_view::npos) fail("base URL '{}': no user info", shown);
   HttpUrl out;
   std::string_view port;
   if (!authority.empty() && authority.front() == '[') {
     const size_t close = authority.find(']');
-    if (close == std::string_view::npos) fail("--base-url '{}': unclosed '[' in the host", shown);
+    if (close == std::string_view::npos) fail("base URL '{}': unclosed '[' in the host", shown);
     out.host = std::string(authority.substr(1, close - 1));
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
-      if (after.front() != ':') fail("--base-url '{}': expected ':port' after the host", shown);
+      if (after.front() != ':') fail("base URL '{}': expected ':port' after the host", shown);
       port = after.substr(1);
-      if (port.empty()) fail("--base-url '{}': empty port", shown);
+      if (port.empty()) fail("base URL '{}': empty port", shown);
     }
   } else {
     const size_t colon = authority.find(':');
     out.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) {
       port = authority.substr(colon + 1);
-      if (port.empty()) fail("--base-url '{}': empty port", shown);
+      if (port.empty()) fail("base URL '{}': empty port", shown);
     }
   }
-  if (out.host.empty()) fail("--base-url '{}': no host", shown);
-  if (out.host.find_first_of(" \t\r\n") != std::string::npos) fail("--base-url '{}': bad host", shown);
+  if (out.host.empty()) fail("base URL '{}': no host", shown);
+  if (out.host.find_first_of(" \t\r\n") != std::string::npos) fail("base URL '{}': bad host", shown);
   if (!port.empty()) {
     unsigned value = 0;
     const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
     if (ec != std::errc() || end != port.data() + port.size() || value == 0 || value > 65535)
-      fail("--base-url '{}': port must be a number in 1..65535", shown);
+      fail("base URL '{}': port must be a number in 1..65535", shown);
     out.port = uint16_t(value);
   }
   while (!path.empty() && path.back() == '/') path.remove_suffix(1);
-  if (path.find_first_of(" \t\r\n") != std::string_view::npos) fail("--base-url '{}': bad path", shown);
+  if (path.find_first_of(" \t\r\n") != std::string_view::npos) fail("base URL '{}': bad path", shown);
   out.prefix = std::string(path);
   return out;
 }
@@ -145,7 +145,7 @@ std::vector<double> poisson_arrivals(int n, double rate, uint64_t seed) {
 
 std::vector<int64_t> sample_lengths(int n, int64_t len, double range_ratio, uint64_t seed) {
   if (len < 1) fail("prompt length must be at least 1, got {}", len);
-  if (!(range_ratio >= 0.0 && range_ratio < 1.0)) fail("--range-ratio must be in [0, 1), got {}", range_ratio);
+  if (!(range_ratio >= 0.0 && range_ratio < 1.0)) fail("the range ratio must be in [0, 1), got {}", range_ratio);
   const int64_t lo = std::max<int64_t>(1, int64_t(std::floor(double(len) * (1.0 - range_ratio))));
   const int64_t hi = std::max(lo, int64_t(std::floor(double(len) * (1.0 + range_ratio))));
   std::mt19937_64 rng(seed);
@@ -156,7 +156,7 @@ std::vector<int64_t> sample_lengths(int n, int64_t len, double range_ratio, uint
 
 std::vector<BenchPrompt> random_prompts(int n, const PromptOptions& o) {
   if (o.token_min < 0 || o.token_max <= o.token_min)
-    fail("token ids need 0 <= --token-min < --token-max, got [{}, {})", o.token_min, o.token_max);
+    fail("token ids need 0 <= minimum < maximum, got [{}, {})", o.token_min, o.token_max);
   const std::vector<int64_t> lengths = sample_lengths(n, o.input_len, o.range_ratio, o.seed);
   std::mt19937_64 rng(o.seed ^ 0x9E3779B97F4A7C15ULL);  // apart from the lengths' stream
   std::vector<BenchPrompt> prompts(lengths.size());

@@ -144,7 +144,7 @@ class Request : public std::enable_shared_from_this<Request> {
 
   void fail_with(beast::error_code ec, FailureKind kind, const char* what) {
     if (ec == beast::error::timeout) {
-      return finish(FailureKind::Timeout, fmt::format("no complete response within --timeout {} s",
+      return finish(FailureKind::Timeout, fmt::format("no complete response within the {} s timeout",
                                                       shared_.options.timeout_s));
     }
     finish(kind, fmt::format("{}: {}", what, ec.message()));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "engine/engine.h"
 #include "kv/kv_pool.h"
@@ -82,13 +83,32 @@ uint64_t fit_kv_pool(const Model& model, EngineOptions& options, uint64_t availa
         model, one_sequence, available_bytes,
         (context_source.empty() ? fmt::format("n_ctx {}", n_ctx) : context_source) + " (one sequence)");
   }
-  options.kv_cache_bytes = budget;
+  // One full-length sequence is the floor, taken from the reserve when it must: a smaller pool would refuse
+  // long requests one by one (and a budget of 0 would read as "derive the default" and allocate it all).
+  options.kv_cache_bytes = std::max(budget, one_sequence);
   const uint64_t bytes = uint64_t(engine_kv_blocks(c, options)) * block_bytes;
   if (note) {
     *note = fmt::format("KV cache limited to {:.2f} GiB ({} positions) by the memory left after the weights",
                         double(bytes) / kGiB, bytes / block_bytes * uint64_t(options.kv_block_size));
   }
   return bytes;
+}
+
+std::vector<KvPoolFit> fit_kv_pools(const std::vector<KvPoolRequest>& engines, uint64_t available_bytes) {
+  uint64_t all_weights = 0;
+  for (const KvPoolRequest& e : engines) all_weights += e.model->weight_bytes();
+  std::vector<KvPoolFit> fits;
+  uint64_t pools_before = 0;
+  for (const KvPoolRequest& e : engines) {
+    const uint64_t others = all_weights - e.model->weight_bytes() + pools_before;
+    // 0 means "no check", so memory the others already take leaves 1 byte, which every check then refuses.
+    const uint64_t left = available_bytes == 0 ? 0 : available_bytes > others ? available_bytes - others : 1;
+    KvPoolFit fit;
+    fit.bytes = fit_kv_pool(*e.model, *e.options, left, e.size_source, &fit.note, e.context_source);
+    pools_before += fit.bytes;
+    fits.push_back(std::move(fit));
+  }
+  return fits;
 }
 
 int64_t fit_context(const Model& model, int64_t requested_ctx, KvType kv_type, uint64_t available_bytes,

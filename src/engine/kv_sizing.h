@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/kv_type.h"
 #include "model/model_config.h"
@@ -50,6 +51,23 @@ uint64_t engine_kv_block_bytes(const ModelConfig& config, const EngineOptions& o
 uint64_t fit_kv_pool(const Model& model, EngineOptions& options, uint64_t available_bytes,
                      const std::string& size_source = {}, std::string* note = nullptr,
                      const std::string& context_source = {});
+
+// Engines that share the memory (a served model and its fallback), each with its model, its options (the pool
+// size written back as fit_kv_pool does) and what set its sizes in the caller's terms (fit_kv_pool's sources).
+struct KvPoolRequest {
+  const Model* model = nullptr;
+  EngineOptions* options = nullptr;
+  std::string size_source;
+  std::string context_source;
+};
+struct KvPoolFit {
+  uint64_t bytes = 0;
+  std::string note;  // set when a derived pool was shrunk to fit
+};
+// Sets every model's weights aside first (all are loaded before any pool is allocated), then fits each pool in
+// order to what the weights and the pools before it leave, by fit_kv_pool: so the first engine gets the larger
+// share when memory is short. `available_bytes` 0: no check.
+std::vector<KvPoolFit> fit_kv_pools(const std::vector<KvPoolRequest>& engines, uint64_t available_bytes);
 
 // One sequence (`tessera run`): the context to allocate. A requested one (requested_ctx > 0) must fit beside
 // the weights (else tessera::Error naming `size_source`); otherwise the model's training context, or when its

@@ -30,9 +30,9 @@ int64_t argmax(const float* v, int64_t n) { return std::max_element(v, v + n) - 
 PerplexityResult evaluate_perplexity(std::shared_ptr<const Model> model, std::shared_ptr<const Model> reference,
                                      const std::string& text, const PerplexityOptions& o, ThreadPool& pool) {
   const int64_t n_vocab = model->config().n_vocab;
-  if (o.ctx < 2) fail("perplexity: --ctx must be at least 2, not {}", o.ctx);
+  if (o.ctx < 2) fail("perplexity: the window must be at least 2 tokens, not {}", o.ctx);
   if (o.ctx > model->config().n_ctx_train) {
-    fail("perplexity: --ctx {} exceeds the model's context of {}", o.ctx, model->config().n_ctx_train);
+    fail("perplexity: a window of {} tokens exceeds the model's context of {}", o.ctx, model->config().n_ctx_train);
   }
   if (reference && reference->config().n_vocab != n_vocab) {
     fail("perplexity: the reference model has {} tokens in its vocabulary, the model {}",

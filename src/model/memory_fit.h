@@ -8,20 +8,34 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include "core/error.h"
 
 namespace tessera {
 
 class Model;
 
-// Throws tessera::Error when the weights the forward pass reads exceed `available_bytes` (0: unknown, no
-// check). The message names the model, both sizes and the way out (a smaller type, or the override option).
+// What a memory check refused, so that a front end can add its own way out (a flag, a config key) to the
+// message, which states the sizes only: the library does not know how its caller spells options.
+class MemoryFitError : public Error {
+ public:
+  enum class Part { Weights, KvCache };
+  MemoryFitError(Part part, std::string kv_source, const std::string& message)
+      : Error(message), part(part), kv_source(std::move(kv_source)) {}
+  Part part;
+  std::string kv_source;  // KvCache: what sized the cache, as the caller named it
+};
+
+// Throws MemoryFitError when the weights the forward pass reads exceed `available_bytes` (0: unknown, no
+// check). The message names the model and both sizes.
 void require_weights_fit_in_memory(const Model& model, uint64_t available_bytes);
 
 // What the KV cache may take beside the weights (the reserve) is engine/kv_sizing.h's kv_cache_budget_bytes.
 
-// Throws when the weights and a KV cache of `kv_bytes` together exceed `available_bytes` (0: no check).
-// `kv_source` says what sized the cache ("-c 40960", "--kv-blocks 4096") so that the message can name the
-// option to lower.
+// Throws MemoryFitError when the weights and a KV cache of `kv_bytes` together exceed `available_bytes` (0: no
+// check). `kv_source` says what sized the cache in the caller's terms ("-c 40960", "--kv-blocks 4096"), for the
+// message and the error's kv_source.
 void require_kv_cache_fits_in_memory(const Model& model, uint64_t kv_bytes, uint64_t available_bytes,
                                      const std::string& kv_source);
 

@@ -138,10 +138,10 @@ QuantizeReport quantize_model(const Model& model, const std::string& out_path, c
     fail("invalid INT4 group size {}: use 32 or 128 (a positive multiple of 32)", o.group_size);
   }
   if (o.method != Method::Rtn) {
-    if (o.format != WeightFormat::Int4) fail("--method {} applies to --type int4 only", method_name(o.method));
-    if (o.calibration_text.empty()) fail("--method {} needs a calibration text (--calibration FILE)", method_name(o.method));
+    if (o.format != WeightFormat::Int4) fail("the {} method applies to INT4 only", method_name(o.method));
+    if (o.calibration_text.empty()) fail("the {} method needs a calibration text", method_name(o.method));
   }
-  if (o.samples < 1) fail("--samples must be at least 1");
+  if (o.samples < 1) fail("calibration samples must be at least 1, not {}", o.samples);
   const ModelConfig& c = model.config();
   const ModelWeights& mw = model.weights();
 

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/kv_sizing.h"
+#include "model/memory_fit.h"
 #include "engine/offline_engine.h"
 #include "engine/output_processor.h"
 #include "model/model.h"
@@ -263,6 +264,46 @@ TEST(KvSizing, FitShrinksADerivedSizeAndChecksAGivenOne) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("-c 256"), std::string::npos) << e.what();
   }
+}
+
+// A served model and its fallback share the memory: both weights are set aside, then each pool in order gets
+// what is left. (The reserve beside the weights is 256 MiB at these sizes: kv_cache_budget_bytes.)
+TEST(KvSizing, EnginesSharingTheMemoryFitInOrderAfterAllTheWeights) {
+  const Model& m = *model();
+  const uint64_t w = m.weight_bytes(), reserve = uint64_t{256} << 20;
+  EngineOptions first, second;
+  const uint64_t block = engine_kv_block_bytes(m.config(), first);
+  const uint64_t planned = uint64_t(engine_kv_blocks(m.config(), first)) * block;
+  const uint64_t one_sequence = kv_cache_bytes_for_context(m.config(), usable_context(m.config(), 0), first.kv_type);
+  ASSERT_LE(one_sequence, planned / 2);
+  std::vector<KvPoolFit> fits =
+      fit_kv_pools({{&m, &first, "", ""}, {&m, &second, "", ""}}, 2 * w + reserve + planned + planned / 2);
+  ASSERT_EQ(fits.size(), 2u);
+  EXPECT_EQ(fits[0].bytes, planned);  // the first engine's whole default pool fits
+  EXPECT_TRUE(fits[0].note.empty());
+  EXPECT_EQ(fits[1].bytes, planned / 2 / block * block);  // the second gets what is left, in whole blocks
+  EXPECT_FALSE(fits[1].note.empty());
+  EXPECT_EQ(second.kv_cache_bytes, planned / 2);
+
+  // Less than one sequence left for the second, but it fits in the reserve: one full sequence, not zero (which
+  // would read as "derive the default").
+  EngineOptions a, b;
+  fits = fit_kv_pools({{&m, &a, "", ""}, {&m, &b, "", ""}}, 2 * w + reserve + planned);
+  EXPECT_EQ(fits[1].bytes, (one_sequence + block - 1) / block * block);
+  // Room beside both weights for one and a half sequences: the first takes one, the second's is refused,
+  // naming what set its context.
+  EngineOptions c, d;
+  try {
+    fit_kv_pools({{&m, &c, "", ""}, {&m, &d, "", "-c 512"}}, 2 * w + one_sequence + one_sequence / 2);
+    FAIL() << "expected an error";
+  } catch (const MemoryFitError& e) {
+    EXPECT_EQ(e.kv_source, "-c 512 (one sequence)");
+  }
+  // Unknown memory: nothing checked or shrunk.
+  EngineOptions e, f;
+  fits = fit_kv_pools({{&m, &e, "", ""}, {&m, &f, "", ""}}, 0);
+  EXPECT_EQ(fits[0].bytes, planned);
+  EXPECT_EQ(fits[1].bytes, planned);
 }
 
 TEST(OfflineEngine, GreedyTextEqualsTheServingEngines) {
