@@ -1,5 +1,5 @@
 // Cached masks against the brute force: for each construct (literals, classes, repetition, alternation,
-// recursion, UTF-8 split over tokens, GBNF), at every state of many random walks
+// recursion, UTF-8 split over tokens, JSON schemas, generic JSON, GBNF), at every state of many random walks
 // over a small vocabulary, the mask the matcher gives (context-independent cache + checks of the uncertain
 // tokens + full-state cache) equals stepping every token's bytes through the parse. Also: end tokens only where
 // the grammar may end, finished() when nothing can follow, the trigger mode of tool calls.
@@ -60,7 +60,27 @@ TEST(GrammarMask, RegexConstructsMatchBruteForce) {
   for (const char* p : patterns) expect_masks_match_brute_force(testing::regex_grammar(p), 12, seed++, p);
 }
 
-TEST(GrammarMask, GbnfMatchesBruteForce) {
+TEST(GrammarMask, JsonSchemaConstructsMatchBruteForce) {
+  const char* schemas[] = {
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name"], "additionalProperties": false})",
+      R"({"type": "array", "items": {"enum": ["red", "green", 12, null]}, "minItems": 1, "maxItems": 3})",
+      R"({"anyOf": [{"type": "number"}, {"type": "boolean"}, {"type": "string", "maxLength": 3}]})",
+      R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer", "minimum": -5,
+          "maximum": 120}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+          "required": ["v", "next"]}}, "$ref": "#/$defs/node"})",
+      R"({"type": "string", "pattern": "^[a-c\"\\\\]{1,4}$"})",
+      R"({"type": "string", "format": "date"})",
+      R"({"type": ["string", "null"], "minLength": 2})",
+      R"({"type": "object", "properties": {"a": {"const": "x"}, "b": {"type": "boolean"}, "c": {"type": "null"}}})",
+  };
+  uint32_t seed = 100;
+  for (const char* s : schemas)
+    expect_masks_match_brute_force(testing::schema_grammar(nlohmann::ordered_json::parse(s)), 10, seed++, s);
+}
+
+TEST(GrammarMask, GenericJsonAndGbnfMatchBruteForce) {
+  expect_masks_match_brute_force(testing::json_object_grammar(), 20, 7, "json_object");
   expect_masks_match_brute_force(testing::gbnf_grammar(R"(
       root ::= "<tool_call>" ws call ws "</tool_call>"
       call ::= "{" ws "\"name\"" ws ":" ws ("\"red\"" | "\"green\"") ws "}"

@@ -13,6 +13,7 @@
 #include "grammar/compile.h"
 #include "grammar/gbnf.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/mask_builder.h"
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
@@ -38,6 +39,18 @@ inline std::shared_ptr<const Grammar> gbnf_grammar(std::string_view text) {
   GrammarIR ir;
   parse_gbnf(text, ir);
   return std::make_shared<const Grammar>(compile(ir));
+}
+
+inline std::shared_ptr<const Grammar> schema_grammar(const nlohmann::ordered_json& schema) {
+  GrammarIR ir;
+  JsonGrammarBuilder builder(ir);
+  return compile_root(ir, builder.schema(schema));
+}
+
+inline std::shared_ptr<const Grammar> json_object_grammar() {
+  GrammarIR ir;
+  JsonGrammarBuilder builder(ir);
+  return compile_root(ir, builder.any_object());
 }
 
 // The parse state after `text` from the start (dead when some byte is refused).
