@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/grammar_error.h"
 #include "grammar_test_util.h"
 
 namespace tessera::grammar {
@@ -201,6 +203,37 @@ TEST(GrammarMask, TriggerMustBeginTheGrammar) {
   constraint->grammar = testing::regex_grammar("<tool_call>x");
   constraint->trigger = "<tool>";
   EXPECT_THROW(Matcher(constraint, v.vocab), tessera::Error);
+}
+
+TEST(GrammarCache, CompilesOncePerKeyAndEvictsByBytes) {
+  int compiles = 0;
+  auto compile_regex = [&](const char* pattern) {
+    return [&compiles, pattern] {
+      ++compiles;
+      return testing::regex_grammar(pattern);
+    };
+  };
+  const uint64_t one = testing::regex_grammar("[a-z]{1,40}")->bytes();
+  GrammarCache cache(one * 5 / 2);  // room for two such grammars
+  const auto a = cache.get("a", compile_regex("[a-z]{1,40}"));
+  EXPECT_EQ(cache.get("a", compile_regex("[a-z]{1,40}")), a);
+  EXPECT_EQ(compiles, 1);
+  cache.get("b", compile_regex("[b-z]{1,40}"));
+  cache.get("a", compile_regex("[a-z]{1,40}"));  // a is now the most recently used
+  cache.get("c", compile_regex("[c-z]{1,40}"));  // evicts b
+  EXPECT_EQ(compiles, 3);
+  EXPECT_EQ(cache.get("a", compile_regex("[a-z]{1,40}")), a);
+  cache.get("b", compile_regex("[b-z]{1,40}"));
+  EXPECT_EQ(compiles, 4);
+  const GrammarCacheStats s = cache.stats();
+  EXPECT_EQ(s.entries, 2u);
+  EXPECT_LE(s.bytes, one * 5 / 2);
+  EXPECT_EQ(s.hits, 3u);
+  EXPECT_EQ(s.misses, 4u);
+  // A compile that throws leaves nothing behind.
+  EXPECT_THROW(cache.get("bad", [] { return testing::regex_grammar("(a"); }), GrammarError);
+  EXPECT_THROW(cache.get("bad", [] { return testing::regex_grammar("(a"); }), GrammarError);
+  EXPECT_EQ(cache.stats().entries, 2u);
 }
 
 }  // namespace
