@@ -13,14 +13,18 @@
 
 #include "engine/request.h"
 #include "engine/sampling_params.h"
+#include "server/structured_output.h"
+#include "server/tool_calls.h"
 
 namespace tessera::server {
 
 enum class Endpoint { Completions, ChatCompletions };
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" ("developer" is read as "system")
+  std::string role;  // "system", "user", "assistant", "tool" ("developer" is read as "system")
   std::string content;
+  nlohmann::ordered_json tool_calls = nullptr;  // assistant: the calls it made (OpenAI's array), null when none
+  std::string tool_call_id = {};       // tool: the call this is the result of
 };
 
 struct ApiRequest {
@@ -43,6 +47,8 @@ struct ApiRequest {
   std::string cache_salt;              // vLLM's: separates this request's caches from other requests' (empty: none)
   uint64_t cache_namespace = 0;        // set by the server: the prefix-cache namespace of the tenant and salt
   std::string user;
+  StructuredRequest structured;  // response_format, regex, grammar, tools (parse_structured_request)
+  std::shared_ptr<const grammar::Constraint> constraint;  // compiled from `structured` by the service
 
   bool deterministic() const { return sampling.is_greedy() || sampling.has_seed; }
 };
@@ -81,10 +87,14 @@ struct TokenInfo {
 };
 
 struct ChoiceResult {
-  std::string text;
+  std::string text;  // the reply as generated
   std::vector<TokenInfo> tokens;  // filled only when logprobs were asked for
   FinishReason finish_reason = FinishReason::Stop;
   int64_t n_generated = 0;
+  // Chat with tools: the reply split into content and tool calls (tool_calls.h); response_json sends these.
+  bool has_tool_calls_parsed = false;
+  std::string content = {};
+  std::vector<ToolCall> tool_calls = {};
 };
 
 struct Usage {
@@ -121,5 +131,7 @@ uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece);
 
 // "stop", "length", "timeout", "cancelled" ("error" is never sent as a finish reason).
 const char* finish_reason_string(FinishReason reason);
+// The choice's finish reason on the wire: "tool_calls" when it stopped after calling tools.
+const char* finish_reason_string(FinishReason reason, bool called_tools);
 
 }  // namespace tessera::server
