@@ -1,6 +1,6 @@
 // A model's tokens as the grammar sees them: each token's bytes, sorted, and laid out as a byte trie in
 // preorder, so that a walk over the whole vocabulary shares the work of common prefixes and skips every
-// token under a prefix the grammar rejects in one jump. Built once per model (151,936 Qwen3 tokens: ~0.2 s)
+// token under a prefix the grammar rejects in one jump. Built once per model (151,936 Qwen3 tokens: ~45 ms)
 // and shared by every constrained request.
 //
 // Tokens with no bytes (control and unused tokens) are never allowed by a grammar; the end-of-generation
