@@ -53,6 +53,10 @@ class MaskBuilder {
   const Vocabulary& vocab_;
   std::vector<StackSet> history_;  // [max token bytes + 1]: the set after each byte of the current prefix
   std::vector<uint8_t> left_before_;  // [same]: some parse left the rule before this depth (open_bottom)
+  // walk_trie: [same] the top of a one-stack set whose top only consumes bytes, else -1; and the depth whose
+  // history_ entry holds that set's cells (the entries in between are not stored: see walk_trie).
+  std::vector<int32_t> pure_;
+  std::vector<uint32_t> anchor_;
 };
 
 }  // namespace tessera::grammar
