@@ -203,7 +203,8 @@ class Compiler {
     for (size_t r = 0; r < n_rules; ++r) {
       if (nfa_start[r] < 0) continue;
       current_end_ = nfa_end[r];
-      g_.rule_starts_[r] = dfa_state(closure({nfa_start[r]}));
+      std::vector<int32_t> seed{nfa_start[r]};
+      g_.rule_starts_[r] = dfa_state(closure(seed));
       while (next_unbuilt_ < sets_.size()) expand(int32_t(next_unbuilt_++));
     }
     finish_tables();
@@ -377,8 +378,11 @@ class Compiler {
                    limits_.max_work);
   }
 
-  std::vector<int32_t> closure(std::vector<int32_t> seeds) {
-    std::vector<int32_t> out;
+  // The epsilon closure of `seeds` (consumed), sorted, into closure_ (reused: this runs once per DFA transition,
+  // and allocating per call was a third of the compile time).
+  const std::vector<int32_t>& closure(std::vector<int32_t>& seeds) {
+    std::vector<int32_t>& out = closure_;
+    out.clear();
     visit_mark_.resize(bytes_.size(), 0);
     ++visit_epoch_;
     size_t steps = seeds.size();
@@ -396,7 +400,8 @@ class Compiler {
     return out;
   }
 
-  int32_t dfa_state(std::vector<int32_t> set) {
+  // The DFA state of NFA state set `set`: copied into the table only when new.
+  int32_t dfa_state(const std::vector<int32_t>& set) {
     auto it = ids_.find(set);
     if (it != ids_.end()) return it->second;
     if (sets_.size() >= limits_.max_dfa_states)
@@ -405,14 +410,14 @@ class Compiler {
                    limits_.max_dfa_states);
     const auto id = int32_t(sets_.size());
     ids_.emplace(set, id);
-    sets_.push_back(std::move(set));
+    sets_.push_back(set);
     state_end_.push_back(current_end_);
     return id;
   }
 
   void expand(int32_t d) {
     const int32_t nc = g_.n_classes_;
-    std::vector<std::vector<int32_t>> buckets(static_cast<size_t>(nc));
+    buckets_.resize(size_t(nc));  // empty between calls; their capacity is kept
     std::vector<NfaCall> calls;
     bool final = false;
     spend(sets_[size_t(d)].size() + size_t(nc));
@@ -420,19 +425,20 @@ class Compiler {
       if (s == state_end_[size_t(d)]) final = true;
       spend(bytes_[size_t(s)].size());
       for (const NfaEdge& e : bytes_[size_t(s)])
-        for (int32_t c = g_.byte_class_[e.lo]; c <= g_.byte_class_[e.hi]; ++c) buckets[size_t(c)].push_back(e.to);
+        for (int32_t c = g_.byte_class_[e.lo]; c <= g_.byte_class_[e.hi]; ++c) buckets_[size_t(c)].push_back(e.to);
       calls.insert(calls.end(), calls_[size_t(s)].begin(), calls_[size_t(s)].end());
     }
     std::vector<int32_t> row(size_t(nc), -1);
     for (int32_t c = 0; c < nc; ++c)
-      if (!buckets[size_t(c)].empty()) row[size_t(c)] = dfa_state(closure(std::move(buckets[size_t(c)])));
+      if (!buckets_[size_t(c)].empty()) row[size_t(c)] = dfa_state(closure(buckets_[size_t(c)]));
     std::sort(calls.begin(), calls.end(), [](const NfaCall& a, const NfaCall& b) { return a.rule < b.rule; });
     std::vector<Call> out_calls;
+    std::vector<int32_t> targets;
     for (size_t i = 0; i < calls.size();) {
       size_t j = i;
-      std::vector<int32_t> targets;
+      targets.clear();
       while (j < calls.size() && calls[j].rule == calls[i].rule) targets.push_back(calls[j++].to);
-      out_calls.push_back({calls[i].rule, dfa_state(closure(std::move(targets)))});
+      out_calls.push_back({calls[i].rule, dfa_state(closure(targets))});
       i = j;
     }
     if (rows_.size() <= size_t(d)) {
@@ -606,6 +612,8 @@ class Compiler {
   std::vector<uint32_t> visit_mark_;
   uint32_t visit_epoch_ = 0;
   size_t work_ = 0;  // determinization steps so far (CompileLimits::max_work)
+  std::vector<int32_t> closure_;                // closure()'s result
+  std::vector<std::vector<int32_t>> buckets_;   // expand(): NFA targets per byte class
   // DFA construction
   int32_t current_end_ = -1;  // the NFA end state of the rule being determinized
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids_;
