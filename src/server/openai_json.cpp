@@ -1,6 +1,7 @@
 // Request parsing/validation and response building for the OpenAI wire format.
 #include "server/openai_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,6 +14,27 @@ using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& param, const std::string& what) {
   throw ApiException(ErrorCode::InvalidRequest, "'" + param + "' " + what, param);
+}
+
+// The deepest nesting of arrays and objects in `text`, which is valid JSON: counted over the text, not by
+// recursion over the value.
+size_t json_nesting(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 // A field that is absent or null reads as "not given" (OpenAI clients send null for unset options).
@@ -174,7 +196,11 @@ nlohmann::ordered_json read_tool_calls(const json& v) {
     nlohmann::ordered_json call(c);
     if (const json* args = field(*f, "arguments"); args && args->is_string()) {
       // Key order kept: the template may write the object back out.
-      auto parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
+      const std::string& text = args->get_ref<const std::string&>();
+      auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
+      if (!parsed.is_discarded() && json_nesting(text) > kMaxJsonNesting)
+        bad("messages", "tool call arguments nest arrays and objects deeper than " + std::to_string(kMaxJsonNesting) +
+                            " levels");
       if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
     }
     out.push_back(std::move(call));
@@ -223,11 +249,16 @@ const char* object_name(Endpoint e, bool chunk) {
 }  // namespace
 
 json parse_body(std::string_view body) {
+  json parsed;
   try {
-    return json::parse(body.begin(), body.end());
+    parsed = json::parse(body.begin(), body.end());
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw ApiException(ErrorCode::InvalidJson, std::string("could not parse the JSON body: ") + e.what());
   }
+  if (json_nesting(body) > kMaxJsonNesting)
+    throw ApiException(ErrorCode::InvalidJson, "the JSON body nests arrays and objects deeper than " +
+                                                   std::to_string(kMaxJsonNesting) + " levels");
+  return parsed;
 }
 
 ApiRequest parse_completion_request(const json& body, const ParseLimits& limits, const SamplingParams& base) {

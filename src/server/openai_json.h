@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -61,7 +62,13 @@ struct ParseLimits {
   int64_t max_tokens = 1 << 20;  // absolute cap; the context check comes later with the prompt length
 };
 
-// Parses a body into JSON: malformed JSON and invalid UTF-8 are ErrorCode::InvalidJson.
+// Arrays and objects nested deeper than this in a body (or in a tool call's arguments string) are refused with a
+// 400: parsing is iterative, but copying, dumping and rendering a JSON value recurse once per level, and a 1 MB
+// body could nest half a million levels, past any thread's stack. No schema or conversation needs more.
+inline constexpr size_t kMaxJsonNesting = 256;
+
+// Parses a body into JSON: malformed JSON, invalid UTF-8 and nesting deeper than kMaxJsonNesting are
+// ErrorCode::InvalidJson.
 nlohmann::json parse_body(std::string_view body);
 // `base` is what the request starts from before its own fields (the model's recommended sampling settings,
 // formats/sampling_defaults.h; neutral by default).

@@ -318,6 +318,31 @@ test('bad schemas, regexes and grammars are 400s that say why', async () => {
     response_format: { type: 'json_schema', json_schema: { name: 'w', schema: wide } } });
   expectOpenAiError(assert, res, 400);
   assert.ok(Date.now() - t0 < 10000);
+  // Hostile nesting, sent as text (400,000 levels fit in the 1 MB body): a 400 with the reason, and the server
+  // goes on answering.
+  const deep = (n, leaf = '1') => '['.repeat(n) + leaf + ']'.repeat(n);
+  const chat = '{"messages":[{"role":"user","content":"x"}],"max_tokens":5,';
+  const hostile = [
+    [chat + `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"enum":[${deep(400000)}]}}}}`,
+      null, 'deeper than 256 levels'],
+    [chat + `"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","default":${deep(400000)}}}}]}`,
+      null, 'deeper than 256 levels'],
+    [JSON.stringify({ max_tokens: 5, messages: [
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: deep(200000) } }] },
+      { role: 'user', content: 'x' }] }), 'messages', 'deeper than 256 levels'],
+    [chat + `"regex":"${'('.repeat(5000)}a${')'.repeat(5000)}"}`, 'regex', 'nest too deeply'],
+    [chat + `"grammar":"root ::= ${'('.repeat(30000)}\\"a\\"${')'.repeat(30000)}"}`, 'grammar', 'nest too deeply'],
+    [chat + `"regex":"${'a{1000}'.repeat(2000)}"}`, 'regex', ''],
+  ];
+  for (const [body, param, reason] of hostile) {
+    const r = await postJson(s.server.url + '/v1/chat/completions', body);
+    expectOpenAiError(assert, r, 400);
+    assert.equal(r.json.error.param, param, r.text);
+    assert.ok(r.json.error.message.includes(reason), r.text);
+  }
+  const alive = await postJson(s.server.url + '/v1/chat/completions',
+    { messages: [{ role: 'user', content: 'x' }], max_tokens: 2, regex: '[ab]+' });
+  assert.equal(alive.status, 200, alive.text);
 });
 
 test('a document that cannot end within max_tokens ends with finish_reason length, never claimed complete', async () => {
