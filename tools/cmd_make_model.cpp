@@ -22,14 +22,19 @@ struct MakeModelOptions {
   std::string type;
   std::string output;
   std::string vocab_from;
+  int64_t vocab_size = 0;  // 0: the preset's
   uint64_t seed = 1;
   int64_t group = 32;
   int threads = 0;
 };
 
 int make_model(const MakeModelOptions& o) {
-  const ModelPreset* preset = find_model_preset(o.preset);
-  if (preset == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
+  const ModelPreset* known = find_model_preset(o.preset);
+  if (known == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
+  // --vocab-size: the shape with another embedding size (TinyLlama's layers over Qwen3's 151,936 rows).
+  ModelPreset resized = *known;
+  if (o.vocab_size > 0) resized.n_vocab = o.vocab_size;
+  const ModelPreset* preset = &resized;
   const std::optional<TensorType> type = weight_type_from_name(o.type);
   if (!type) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4)", o.type);
   if (*type == TensorType::INT4 && o.group != 32 && o.group != 128) {
@@ -78,6 +83,9 @@ void add_make_model_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--vocab-from", o->vocab_from, "copy the tokenizer.* metadata of this GGUF file, or take the "
                                                  "vocabulary of a Hugging Face tokenizer.json or folder (default: a "
                                                  "synthetic SentencePiece vocabulary)");
+  cmd->add_option("--vocab-size", o->vocab_size, "embedding rows instead of the preset's (e.g. 151936 to pair a "
+                                                 "shape with Qwen3's vocabulary)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
   cmd->callback([&action, o] { action = [o] { return make_model(*o); }; });

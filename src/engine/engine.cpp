@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "engine/constraint.h"
 #include "engine/executor.h"
 #include "engine/output_processor.h"
 #include "engine/sampler.h"
@@ -35,6 +36,7 @@ struct LiveSample {
   Sequence seq;
   Sampler sampler;
   OutputProcessor output;  // refers to `request`
+  std::unique_ptr<SequenceConstraint> constraint;  // when request.constraint is set
   Clock::time_point submitted;
   Clock::time_point first_scheduled{};
   Clock::time_point first_token{};
@@ -80,6 +82,8 @@ struct Engine::Impl {
   void deliver_prompt_logits(LiveSample& r, const ScheduledChunk& chunk, std::span<const float> rows);
   // Samples one token for `r` from `row` and hands it to the output processor; a throw ends only `r`.
   void sample(LiveSample& r, std::span<const float> row);
+  std::unique_ptr<SequenceConstraint> make_constraint(const Request& request);
+  std::shared_ptr<const grammar::Vocabulary> vocabulary_for_grammars();
   void finish(LiveSample& r, FinishReason reason, std::string error = {});
   void fork(LiveSample& parent, std::vector<LiveSample*>& children);
   void publish_stats();
@@ -131,6 +135,8 @@ struct Engine::Impl {
   EngineStats snapshot;
   std::function<void(const StepStats&)> observer;
   std::mutex join_mutex;  // stop() may be called from several threads
+  std::once_flag grammar_vocab_once;  // built on the first constrained request
+  std::shared_ptr<const grammar::Vocabulary> grammar_vocab;
   std::thread thread;
 };
 
@@ -190,6 +196,7 @@ void Engine::Impl::fork(LiveSample& parent, std::vector<LiveSample*>& children) 
     Request request = parent.request;
     request.sampling.seed += uint64_t(i);
     auto child = std::make_unique<LiveSample>(std::move(request), parent.on_event, model->tokenizer());
+    child->constraint = make_constraint(child->request);
     child->request_id = parent.request_id;
     child->index = parent.index + i;
     child->submitted = parent.submitted;
@@ -395,23 +402,50 @@ void Engine::Impl::deliver_prompt_logits(LiveSample& r, const ScheduledChunk& ch
   }
 }
 
+std::shared_ptr<const grammar::Vocabulary> Engine::Impl::vocabulary_for_grammars() {
+  std::call_once(grammar_vocab_once, [&] {
+    grammar_vocab = make_grammar_vocabulary(model->tokenizer(), int32_t(model->config().n_vocab));
+  });
+  return grammar_vocab;
+}
+
+std::unique_ptr<SequenceConstraint> Engine::Impl::make_constraint(const Request& request) {
+  if (!request.constraint) return nullptr;
+  return std::make_unique<SequenceConstraint>(request.constraint, vocabulary_for_grammars(),
+                                              request.sampling.ignore_eos);
+}
+
 void Engine::Impl::sample(LiveSample& r, std::span<const float> row) {
   const uint64_t seq_id = r.seq.id;
   try {
-    // A per-sequence logits processor (structured output's token mask) goes here: it constrains what the
-    // sampler may draw from `row` (shared by forked samples: mask a copy, or inside the sampler's own copy),
-    // and is advanced with the accepted token after OutputProcessor::accept below.
-    const SampledToken t = r.sampler.sample(row, r.seq.tokens);
+    // The constraint's mask on a copy of `row` (forked samples share the row), then the step over the token.
+    std::span<const float> allowed = row;
+    if (r.constraint) {
+      allowed = r.constraint->apply(row);
+      if (allowed.empty()) {
+        finish(r, FinishReason::Error,
+               "the constrained output cannot go on (a nesting or ambiguity limit of the grammar engine was reached)");
+        return;
+      }
+    }
+    const SampledToken t = r.sampler.sample(allowed, r.seq.tokens);
+    if (r.constraint && !r.constraint->accept(t.id)) {
+      finish(r, FinishReason::Error, "the sampled token is outside the request's constraint");
+      return;
+    }
     if (r.output.n_generated() == 0) r.first_token = Clock::now();
     StreamEvent ev;
     ev.kind = StreamEvent::Kind::Token;
     ev.request_id = r.request_id;
     ev.index = r.index;
-    const TokenOutcome out =
+    TokenOutcome out =
         r.output.accept(t.id, r.sampler, row, int64_t(r.seq.tokens.size()) + 1, r.seq.max_len, ev);
     if (out.keep) {
       r.seq.tokens.push_back(t.id);
       r.on_event(ev);
+      // Complete, and nothing may follow: the output ends here (a stop string's Stop, or a Length on this very
+      // token, says the same or less).
+      if (r.constraint && r.constraint->finished() && out.finish != FinishReason::Stop) out.finish = FinishReason::Stop;
     }
     if (out.finish) finish(r, *out.finish);
   } catch (const std::exception& e) {
@@ -489,6 +523,7 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
     request.sampling.has_seed = true;
   }
   auto r = std::make_unique<LiveSample>(std::move(request), std::move(on_event), m.model->tokenizer());
+  r->constraint = m.make_constraint(r->request);  // on the caller's thread: the vocabulary is built once here
   r->submitted = Clock::now();
   r->seq.priority = r->request.priority;
   r->seq.tokens = r->request.prompt;
@@ -547,5 +582,6 @@ bool Engine::wait_idle(std::chrono::milliseconds timeout) {
 const Model& Engine::model() const { return *impl_->model; }
 const RequestLimits& Engine::limits() const { return impl_->limits; }
 const EngineOptions& Engine::options() const { return impl_->options; }
+std::shared_ptr<const grammar::Vocabulary> Engine::grammar_vocabulary() const { return impl_->vocabulary_for_grammars(); }
 
 }  // namespace tessera

@@ -20,6 +20,9 @@
 #include "sched/scheduler.h"
 
 namespace tessera {
+namespace grammar {
+class Vocabulary;
+}
 
 struct EngineOptions {
   int threads = 0;                 // 0: physical cores
@@ -99,6 +102,9 @@ class Engine {
   // model's), the cache.
   const RequestLimits& limits() const;
   const EngineOptions& options() const;
+  // The model's vocabulary as constrained decoding reads it, built on first use (about 45 ms for 151,936
+  // tokens: a server asks for it at start-up). Masks of a grammar are cached per vocabulary instance.
+  std::shared_ptr<const grammar::Vocabulary> grammar_vocabulary() const;
 
  private:
   struct Impl;

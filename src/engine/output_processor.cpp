@@ -19,8 +19,10 @@ OutputProcessor::OutputProcessor(const Tokenizer& tokenizer, const Request& requ
     : tokenizer_(tokenizer),
       request_(request),
       // Text after a BOS-only prompt starts the document: the tokenizer's leading space is dropped there only
-      // (a continued prompt keeps the space that separates it from the generated text).
-      decoder_(tokenizer, request.prompt.size() == 1 && request.prompt[0] == tokenizer.vocab().bos),
+      // (a continued prompt keeps the space that separates it from the generated text; so does a constrained
+      // output, whose grammar saw that space).
+      decoder_(tokenizer,
+               request.prompt.size() == 1 && request.prompt[0] == tokenizer.vocab().bos && !request.constraint),
       stops_(request.sampling.stop) {}
 
 TokenOutcome OutputProcessor::accept(int32_t id, Sampler& sampler, std::span<const float> logits,

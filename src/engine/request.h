@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -13,6 +14,9 @@
 #include "engine/sampling_params.h"
 
 namespace tessera {
+namespace grammar {
+struct Constraint;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -71,6 +75,9 @@ struct Request {
   // The API's rule: prompt + max_tokens must fit the context, else the request is refused (ContextLength).
   // Without it a sample that fills the context ends there with Length.
   bool must_fit_context = false;
+  // Constrained decoding (engine/constraint.h): only tokens the grammar allows are sampled, end-of-generation
+  // only where it may end, and the request finishes (Stop) once nothing may follow. Null: unconstrained.
+  std::shared_ptr<const grammar::Constraint> constraint;
 };
 
 // What an engine takes requests within (Engine::limits()).

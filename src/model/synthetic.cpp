@@ -252,7 +252,8 @@ void write_synthetic_model(const ModelPreset& preset, const SyntheticPlan& plan,
     if (tokens == tokenizer->end()) fail("the vocabulary source has no tokenizer.ggml.tokens to copy");
     const size_t n = tokens->second.as_array().size();
     if (int64_t(n) > preset.n_vocab) {
-      fail("the vocabulary has {} tokens but {} has only {} embedding rows", n, preset.name, preset.n_vocab);
+      fail("the vocabulary has {} tokens but {} has only {} embedding rows (make-model --vocab-size sets them)", n,
+           preset.name, preset.n_vocab);
     }
     for (const auto& [key, value] : *tokenizer) w.set(key, value);
   } else {

@@ -14,6 +14,9 @@ chat::Value message_list(const std::vector<ChatMessage>& messages) {
     chat::Dict d;
     d.set("role", m.role);
     d.set("content", m.content);
+    // Only when present: Llama's template tests `'tool_calls' in message`.
+    if (!m.tool_calls.is_null()) d.set("tool_calls", chat::from_json(m.tool_calls));
+    if (!m.tool_call_id.empty()) d.set("tool_call_id", m.tool_call_id);
     out.push_back(chat::Value::dict(std::move(d)));
   }
   return chat::Value::list(std::move(out));
@@ -30,7 +33,8 @@ ChatTemplate::ChatTemplate(const std::string& source, const Vocab& vocab) {
   if (vocab.bos >= 0 && vocab.add_bos) fallback_bos_ = vocab.tokens[size_t(vocab.bos)];
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const nlohmann::json& kwargs) const {
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const nlohmann::json& kwargs,
+                                 const nlohmann::ordered_json* tools) const {
   if (!template_) {
     std::string out = fallback_bos_;
     for (size_t i = 0; i < messages.size(); ++i) out += (i ? "\n" : "") + messages[i].content;
@@ -43,7 +47,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const
       for (auto it = kwargs.begin(); it != kwargs.end(); ++it) context.set(it.key(), chat::from_json(it.value()));
     for (const auto& [name, value] : special_tokens_.entries()) context.set(name, value);
     context.set("messages", message_list(messages));
-    context.set("tools", chat::Value::none());
+    context.set("tools", tools ? chat::from_json(*tools) : chat::Value::none());
     context.set("documents", chat::Value::none());
     context.set("add_generation_prompt", true);
     return template_->render(context);

@@ -1,5 +1,6 @@
 // Chat prompts: the conversation rendered with the model's own Jinja chat template (src/chat), the way Hugging
-// Face transformers renders it: `messages`, `add_generation_prompt` true, `tools` and `documents` None, the
+// Face transformers renders it: `messages` (with tool_calls and tool_call_id), `add_generation_prompt` true,
+// `tools` (the request's, or None) and `documents` None, the
 // vocabulary's bos_token / eos_token (and unk_token / pad_token when it has them), plus the request's
 // chat_template_kwargs (vLLM's extension: enable_thinking for Qwen3, ...). The template is parsed once, when the
 // server starts; one that does not parse, or uses a construct the interpreter does not support, stops the
@@ -44,8 +45,10 @@ class ChatTemplate {
   // The prompt with the assistant's turn opened. `kwargs`: extra template variables (an object); the names the
   // server sets keep the server's values (request parsing rejects them with a 400 first). Throws ApiException(TemplateError, 400) when the template
   // rejects the conversation: its raise_exception() message verbatim, or the interpreter's error.
+  // `tools`: the request's tools (OpenAI's array), or null for the template's None.
   std::string render(const std::vector<ChatMessage>& messages,
-                     const nlohmann::json& kwargs = nlohmann::json::object()) const;
+                     const nlohmann::json& kwargs = nlohmann::json::object(),
+                     const nlohmann::ordered_json* tools = nullptr) const;
 
  private:
   std::optional<chat::Template> template_;

@@ -3,6 +3,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
@@ -68,6 +69,13 @@ Generation::Generation(const ServingContext& context, std::shared_ptr<Responder>
       deadline_(deadline),
       choices_(size_t(request_.n)) {
   ctx_.lifecycle.count_in();
+  if (request_.structured.tools_active())
+    for (size_t i = 0; i < choices_.size(); ++i) choices_[i].tools = new_tool_parser(i);
+}
+
+std::unique_ptr<ToolCallParser> Generation::new_tool_parser(size_t index) const {
+  return std::make_unique<ToolCallParser>(ctx_.tool_format, "call_" + header_.id.substr(header_.id.find('-') + 1) +
+                                                                "_" + std::to_string(index));
 }
 
 Generation::~Generation() { release(); }
@@ -208,12 +216,49 @@ void Generation::on_token(Choice& c, size_t index, const StreamEvent& event, Clo
     TokenInfo info;
     info.piece = tok.token_piece(event.token);
     info.logprob = event.sampled.logprob;
-    for (const TokenLogprob& alt : event.top_logprobs) info.top.push_back({tok.token_piece(alt.token), alt.logprob});
+    for (const TokenLogprob& alt : event.top_logprobs)
+      if (std::isfinite(alt.logprob))  // a token a constraint ruled out has -inf: it was never an alternative
+        info.top.push_back({tok.token_piece(alt.token), alt.logprob});
     if (request_.stream) c.pending.push_back(info);
     c.result.tokens.push_back(std::move(info));
   }
+  if (c.tools) {
+    on_reply_text(c, index, event.text, false);
+    return;
+  }
   if (request_.stream && !client_gone_ && !error_ && !done_ && (!event.text.empty() || !c.pending.empty()))
     stream_chunk(c, index, event.text, std::nullopt);
+}
+
+void Generation::on_reply_text(Choice& c, size_t index, std::string_view text, bool end) {
+  std::vector<ReplyDelta> deltas;
+  c.tools->feed(text, deltas);
+  if (end) {
+    c.tools->finish(deltas);
+    c.result.has_tool_calls_parsed = true;
+    c.result.content = c.tools->content();
+    c.result.tool_calls = c.tools->calls();
+  }
+  if (!request_.stream || client_gone_ || error_ || done_) return;
+  for (const ReplyDelta& d : deltas) {
+    if (d.call < 0) {
+      stream_chunk(c, index, d.content, std::nullopt);
+    } else {
+      stream_tool_delta(c, index, d);
+    }
+  }
+}
+
+void Generation::stream_tool_delta(Choice& c, size_t index, const ReplyDelta& delta) {
+  ensure_stream_started();
+  const bool role = !c.role_sent;
+  c.role_sent = true;
+  c.streamed = true;
+  nlohmann::json chunk = chunk_json(header_, int32_t(index), {}, role, nullptr, 0, std::nullopt, request_.include_usage);
+  nlohmann::json& d = chunk["choices"][0]["delta"];
+  if (role) d["content"] = nullptr;
+  d["tool_calls"] = tool_call_delta_json(delta);
+  responder_->write(sse_event(dump_json(chunk)));
 }
 
 void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) {
@@ -232,6 +277,7 @@ void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) 
       ctx_.metrics.count_fallback();
       c.result = ChoiceResult{};
       c.pending.clear();
+      if (c.tools) c.tools = new_tool_parser(index);
       c.on_fallback = true;
       try {
         submit(index, 1, *fallback);
@@ -249,11 +295,16 @@ void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) 
   if (index == 0) n_cached_prompt_tokens_ = event.stats.n_cached_prompt_tokens;
   c.result.text += event.text;
   c.result.finish_reason = reason;
+  std::string_view last_text = event.text;
+  if (c.tools && reason != FinishReason::Error) {
+    on_reply_text(c, index, event.text, true);  // streams what the end of the reply completes
+    last_text = {};
+  }
   // A timeout with nothing generated in any choice becomes a 504 (complete() decides); otherwise the
   // choice's last chunk carries its finish reason.
   if (request_.stream && !client_gone_ && !error_ && !done_ && reason != FinishReason::Error) {
     const bool maybe_504 = reason == FinishReason::Timeout && !stream_started_;
-    if (!maybe_504) stream_chunk(c, index, event.text, reason);
+    if (!maybe_504) stream_chunk(c, index, last_text, reason);
   }
   if (n_running_ == 0) complete();
 }
@@ -271,8 +322,9 @@ void Generation::stream_chunk(Choice& c, size_t index, std::string_view text, st
   c.streamed = true;
   c.finish_sent = finish.has_value();
   const std::vector<TokenInfo>* lp = request_.logprobs ? &c.pending : nullptr;
-  const nlohmann::json chunk =
+  nlohmann::json chunk =
       chunk_json(header_, int32_t(index), text, role, lp, c.text_offset, finish, request_.include_usage);
+  if (finish && c.tools) chunk["choices"][0]["finish_reason"] = finish_reason_string(*finish, !c.tools->calls().empty());
   for (const TokenInfo& t : c.pending) c.text_offset += int64_t(t.piece.size());
   c.pending.clear();
   responder_->write(sse_event(dump_json(chunk)));

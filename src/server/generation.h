@@ -23,6 +23,7 @@
 #include "server/openai_json.h"
 #include "server/rate_limiter.h"
 #include "server/result_cache.h"
+#include "server/tool_calls.h"
 
 namespace tessera {
 class Tokenizer;
@@ -39,6 +40,7 @@ struct ServingContext {
   Gateway& gateway;
   Lifecycle& lifecycle;
   const Tokenizer& tokenizer;
+  const ToolCallFormat& tool_format;  // how the model writes tool calls (chat with tools)
 };
 
 // A JSON answer (counted by status) and an error answer (with Retry-After on 429 and 503).
@@ -100,6 +102,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::vector<TokenInfo> pending; // logprobs not yet streamed
     int64_t text_offset = 0;        // completions logprobs: offset of the next streamed token
     Clock::time_point last_token;
+    std::unique_ptr<ToolCallParser> tools;  // chat with tools: splits the reply into content and calls
   };
 
   // Submits choices [first, first + count) as one engine request of `count` samples (the prompt computed once,
@@ -113,6 +116,10 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at);
   void on_finished(Choice& c, size_t index, const StreamEvent& event);
   void stream_chunk(Choice& c, size_t index, std::string_view text, std::optional<FinishReason> finish);
+  // Chat with tools: `text` through the choice's parser; its content and tool-call deltas are streamed.
+  void on_reply_text(Choice& c, size_t index, std::string_view text, bool end);
+  void stream_tool_delta(Choice& c, size_t index, const ReplyDelta& delta);
+  std::unique_ptr<ToolCallParser> new_tool_parser(size_t index) const;
   void ensure_stream_started();
   void complete();
   void respond();  // the final bytes: body, error, or the stream's end

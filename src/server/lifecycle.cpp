@@ -17,6 +17,13 @@ Lifecycle::Lifecycle(std::shared_ptr<Engine> primary, std::shared_ptr<Engine> fa
 }
 
 bool Lifecycle::warm_up() {
+  // The vocabulary constrained decoding reads, built here rather than on the first constrained request.
+  try {
+    primary_->grammar_vocabulary();
+    if (fallback_) fallback_->grammar_vocabulary();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: constrained decoding is unavailable with this vocabulary: %s\n", e.what());
+  }
   const bool primary = primary_health_->check_now();
   const bool fallback = fallback_health_ && fallback_health_->check_now();
   if (!primary) {

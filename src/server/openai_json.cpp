@@ -1,6 +1,7 @@
 // Request parsing/validation and response building for the OpenAI wire format.
 #include "server/openai_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,6 +14,27 @@ using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& param, const std::string& what) {
   throw ApiException(ErrorCode::InvalidRequest, "'" + param + "' " + what, param);
+}
+
+// The deepest nesting of arrays and objects in `text`, which is valid JSON: counted over the text, not by
+// recursion over the value.
+size_t json_nesting(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 // A field that is absent or null reads as "not given" (OpenAI clients send null for unset options).
@@ -161,6 +183,31 @@ std::string message_content(const json& m) {
   return text;
 }
 
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}]. Arguments
+// sent as a JSON string (OpenAI's form) reach the chat template as the object they spell, as transformers wants
+// (Llama's template writes them with tojson; Qwen's writes a string as it is and an object with tojson).
+nlohmann::ordered_json read_tool_calls(const json& v) {
+  if (!v.is_array()) bad("messages", "'tool_calls' must be an array");
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const json& c : v) {
+    const json* f = c.is_object() ? field(c, "function") : nullptr;
+    const json* name = f && f->is_object() ? field(*f, "name") : nullptr;
+    if (!name || !name->is_string()) bad("messages", "each tool call needs a 'function' with a string 'name'");
+    nlohmann::ordered_json call(c);
+    if (const json* args = field(*f, "arguments"); args && args->is_string()) {
+      // Key order kept: the template may write the object back out.
+      const std::string& text = args->get_ref<const std::string&>();
+      auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
+      if (!parsed.is_discarded() && json_nesting(text) > kMaxJsonNesting)
+        bad("messages", "tool call arguments nest arrays and objects deeper than " + std::to_string(kMaxJsonNesting) +
+                            " levels");
+      if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
+    }
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 json logprobs_completions(const std::vector<TokenInfo>& tokens, int64_t text_offset) {
   json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
   for (const TokenInfo& t : tokens) {
@@ -202,11 +249,16 @@ const char* object_name(Endpoint e, bool chunk) {
 }  // namespace
 
 json parse_body(std::string_view body) {
+  json parsed;
   try {
-    return json::parse(body.begin(), body.end());
+    parsed = json::parse(body.begin(), body.end());
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw ApiException(ErrorCode::InvalidJson, std::string("could not parse the JSON body: ") + e.what());
   }
+  if (json_nesting(body) > kMaxJsonNesting)
+    throw ApiException(ErrorCode::InvalidJson, "the JSON body nests arrays and objects deeper than " +
+                                                   std::to_string(kMaxJsonNesting) + " levels");
+  return parsed;
 }
 
 ApiRequest parse_completion_request(const json& body, const ParseLimits& limits, const SamplingParams& base) {
@@ -253,10 +305,19 @@ ApiRequest parse_chat_request(const json& body, const ParseLimits& limits, const
     if (!m.is_object()) bad("messages", "must hold objects");
     const json* role = field(m, "role");
     if (!role || !role->is_string()) bad("messages", "each message needs a string 'role'");
-    ChatMessage msg{role->get<std::string>(), message_content(m)};
+    ChatMessage msg{role->get<std::string>(), message_content(m), nullptr, {}};
     if (msg.role == "developer") msg.role = "system";
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-      bad("messages", "role '" + msg.role + "' is not supported (system, user, assistant)");
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
+      bad("messages", "role '" + msg.role + "' is not supported (system, user, assistant, tool)");
+    if (const json* calls = field(m, "tool_calls")) {
+      if (msg.role != "assistant") bad("messages", "only assistant messages may have 'tool_calls'");
+      msg.tool_calls = read_tool_calls(*calls);
+    }
+    if (msg.role == "tool") {
+      const json* id = field(m, "tool_call_id");
+      if (!id || !id->is_string()) bad("messages", "a tool message needs a string 'tool_call_id'");
+      msg.tool_call_id = id->get<std::string>();
+    }
     r.messages.push_back(std::move(msg));
   }
   if (const json* v = field(body, "logprobs")) r.logprobs = read_bool(*v, "logprobs");
@@ -264,7 +325,6 @@ ApiRequest parse_chat_request(const json& body, const ParseLimits& limits, const
     r.top_logprobs = int32_t(read_int(*v, "top_logprobs", 0, limits.max_top_logprobs));
     if (!r.logprobs && r.top_logprobs > 0) bad("top_logprobs", "requires 'logprobs' to be true");
   }
-  if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty())) bad("tools", "are not supported");
   if (const json* v = field(body, "chat_template_kwargs"); v && !v->is_null()) {
     if (!v->is_object()) bad("chat_template_kwargs", "must be an object");
     // The variables the server sets itself cannot be replaced (add_generation_prompt: the reply must be the
@@ -292,6 +352,10 @@ uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece) 
   return uint64_t(req.n) * (uint64_t(req.sampling.max_tokens) * per_token + 512) + 1024;
 }
 
+const char* finish_reason_string(FinishReason reason, bool called_tools) {
+  return called_tools && reason == FinishReason::Stop ? "tool_calls" : finish_reason_string(reason);
+}
+
 const char* finish_reason_string(FinishReason reason) {
   switch (reason) {
     case FinishReason::Stop: return "stop";
@@ -316,10 +380,16 @@ json response_json(const ResponseHeader& h, const std::vector<ChoiceResult>& cho
   json out = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& c = choices[i];
-    json choice = {{"index", int(i)}, {"finish_reason", finish_reason_string(c.finish_reason)}};
+    json choice = {{"index", int(i)},
+                   {"finish_reason", finish_reason_string(c.finish_reason, !c.tool_calls.empty())}};
     if (h.endpoint == Endpoint::Completions) {
       choice["text"] = c.text;
       choice["logprobs"] = logprobs ? logprobs_completions(c.tokens, 0) : json(nullptr);
+    } else if (c.has_tool_calls_parsed) {
+      choice["message"] = {{"role", "assistant"},
+                           {"content", c.content.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.content)}};
+      if (!c.tool_calls.empty()) choice["message"]["tool_calls"] = tool_calls_json(c.tool_calls);
+      choice["logprobs"] = logprobs ? logprobs_chat(c.tokens) : json(nullptr);
     } else {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       choice["logprobs"] = logprobs ? logprobs_chat(c.tokens) : json(nullptr);

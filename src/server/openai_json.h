@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,14 +14,18 @@
 
 #include "engine/request.h"
 #include "engine/sampling_params.h"
+#include "server/structured_output.h"
+#include "server/tool_calls.h"
 
 namespace tessera::server {
 
 enum class Endpoint { Completions, ChatCompletions };
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" ("developer" is read as "system")
+  std::string role;  // "system", "user", "assistant", "tool" ("developer" is read as "system")
   std::string content;
+  nlohmann::ordered_json tool_calls = nullptr;  // assistant: the calls it made (OpenAI's array), null when none
+  std::string tool_call_id = {};       // tool: the call this is the result of
 };
 
 struct ApiRequest {
@@ -43,6 +48,8 @@ struct ApiRequest {
   std::string cache_salt;              // vLLM's: separates this request's caches from other requests' (empty: none)
   uint64_t cache_namespace = 0;        // set by the server: the prefix-cache namespace of the tenant and salt
   std::string user;
+  StructuredRequest structured;  // response_format, regex, grammar, tools (parse_structured_request)
+  std::shared_ptr<const grammar::Constraint> constraint;  // compiled from `structured` by the service
 
   bool deterministic() const { return sampling.is_greedy() || sampling.has_seed; }
 };
@@ -55,7 +62,13 @@ struct ParseLimits {
   int64_t max_tokens = 1 << 20;  // absolute cap; the context check comes later with the prompt length
 };
 
-// Parses a body into JSON: malformed JSON and invalid UTF-8 are ErrorCode::InvalidJson.
+// Arrays and objects nested deeper than this in a body (or in a tool call's arguments string) are refused with a
+// 400: parsing is iterative, but copying, dumping and rendering a JSON value recurse once per level, and a 1 MB
+// body could nest half a million levels, past any thread's stack. No schema or conversation needs more.
+inline constexpr size_t kMaxJsonNesting = 256;
+
+// Parses a body into JSON: malformed JSON, invalid UTF-8 and nesting deeper than kMaxJsonNesting are
+// ErrorCode::InvalidJson.
 nlohmann::json parse_body(std::string_view body);
 // `base` is what the request starts from before its own fields (the model's recommended sampling settings,
 // formats/sampling_defaults.h; neutral by default).
@@ -81,10 +94,14 @@ struct TokenInfo {
 };
 
 struct ChoiceResult {
-  std::string text;
+  std::string text;  // the reply as generated
   std::vector<TokenInfo> tokens;  // filled only when logprobs were asked for
   FinishReason finish_reason = FinishReason::Stop;
   int64_t n_generated = 0;
+  // Chat with tools: the reply split into content and tool calls (tool_calls.h); response_json sends these.
+  bool has_tool_calls_parsed = false;
+  std::string content = {};
+  std::vector<ToolCall> tool_calls = {};
 };
 
 struct Usage {
@@ -121,5 +138,7 @@ uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece);
 
 // "stop", "length", "timeout", "cancelled" ("error" is never sent as a finish reason).
 const char* finish_reason_string(FinishReason reason);
+// The choice's finish reason on the wire: "tool_calls" when it stopped after calling tools.
+const char* finish_reason_string(FinishReason reason, bool called_tools);
 
 }  // namespace tessera::server

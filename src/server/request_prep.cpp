@@ -25,8 +25,12 @@ std::optional<int64_t> header_int(const HttpRequest& req, std::string_view name,
 }  // namespace
 
 RequestPreparer::RequestPreparer(const Tokenizer& tokenizer, const ChatTemplate& chat_template,
-                                 const SpecialTokenEncoder& encoder, PrepOptions options)
-    : tokenizer_(tokenizer), chat_template_(chat_template), encoder_(encoder), options_(std::move(options)) {
+                                 const SpecialTokenEncoder& encoder, StructuredOutput& structured, PrepOptions options)
+    : tokenizer_(tokenizer),
+      chat_template_(chat_template),
+      encoder_(encoder),
+      structured_(structured),
+      options_(std::move(options)) {
   // A piece is never shorter than the text it stands for: "<0x41>" for one byte, "▁the" for " the", a byte-level
   // BPE piece in its two-bytes-per-byte alphabet. An unknown character (up to 4 bytes) may become one token.
   longest_piece_ = 4;
@@ -43,6 +47,7 @@ Request engine_request(const ApiRequest& api, const std::vector<int32_t>& prompt
   r.cache_namespace = api.cache_namespace;
   r.n = api.n;  // one prompt, n samples forked from it (sample i draws with seed + i)
   r.must_fit_context = true;  // the API refuses what cannot complete its max_tokens
+  r.constraint = api.constraint;
   return r;
 }
 
@@ -58,7 +63,7 @@ void RequestPreparer::check_text_fits(size_t bytes, const char* param) const {
 
 std::vector<int32_t> RequestPreparer::tokenize(const ApiRequest& r) const {
   if (r.endpoint == Endpoint::ChatCompletions) {
-    const std::string text = chat_template_.render(r.messages, r.chat_template_kwargs);
+    const std::string text = chat_template_.render(r.messages, r.chat_template_kwargs, r.structured.template_tools());
     check_text_fits(text.size(), "messages");
     return encoder_.encode(text, true);
   }
@@ -74,6 +79,7 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
   req = endpoint == Endpoint::Completions
             ? parse_completion_request(body, options_.parse_limits, options_.base_sampling)
             : parse_chat_request(body, options_.parse_limits, options_.base_sampling);
+  req.structured = parse_structured_request(http.body, body, endpoint == Endpoint::ChatCompletions);
   if (!req.priority) req.priority = header_int(http, "X-Priority", -1000000, 1000000);
   if (key && !req.priority) req.priority = key->default_priority();
   if (key && *req.priority < key->priority_min)
@@ -98,6 +104,7 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
   } catch (const InvalidRequest& e) {
     throw ApiException(api_error(e, endpoint == Endpoint::Completions ? "prompt" : "messages", req.max_tokens_given));
   }
+  req.constraint = structured_.constraint(req.structured);  // 400 for a schema, regex or grammar refused
   // A complete response is built in memory and sent at once: refuse one that could pass the limit, naming it,
   // rather than drop it half written. A stream is sent as it comes and has no such bound.
   if (!req.stream) {

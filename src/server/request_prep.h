@@ -1,5 +1,6 @@
 // What a worker thread makes of a generation request before the gateway's stateful steps (token budget, result
-// cache, queue, engine): the body parsed and validated, the priority and deadline headers applied and checked
+// cache, queue, engine): the body parsed and validated (structured-output fields compiled into the request's
+// constraint), the priority and deadline headers applied and checked
 // against the API key's allowance, the prompt rendered and tokenized, and its size checked against the context
 // and, for a complete (non-streaming) response, against --max-response-bytes. Reads only state fixed at start-up,
 // so it runs on any thread; every failure is an ApiException.
@@ -15,6 +16,7 @@
 #include "server/chat_template.h"
 #include "server/http_server.h"
 #include "server/openai_json.h"
+#include "server/structured_output.h"
 
 namespace tessera {
 class Tokenizer;
@@ -43,8 +45,9 @@ struct PreparedRequest {
 class RequestPreparer {
  public:
   // Keeps references: all must outlive it.
+  // `structured`: compiles (and caches) the constraints of response formats and tools; thread-safe.
   RequestPreparer(const Tokenizer& tokenizer, const ChatTemplate& chat_template, const SpecialTokenEncoder& encoder,
-                  PrepOptions options);
+                  StructuredOutput& structured, PrepOptions options);
 
   // `key`: the request's API key, null without keys. Throws ApiException.
   PreparedRequest prepare(Endpoint endpoint, const HttpRequest& http, const ApiKey* key) const;
@@ -57,6 +60,7 @@ class RequestPreparer {
   const Tokenizer& tokenizer_;
   const ChatTemplate& chat_template_;
   const SpecialTokenEncoder& encoder_;
+  StructuredOutput& structured_;
   PrepOptions options_;
   size_t longest_piece_ = 1;  // bytes of the longest token piece: no token stands for more text than this
 };

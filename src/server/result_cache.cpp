@@ -55,7 +55,8 @@ std::string result_cache_key(const ApiRequest& req, const std::string& model, co
       {"k", s.top_k},           {"p", s.top_p}, {"mp", s.min_p}, {"rp", s.repetition_penalty},
       {"rw", s.repetition_window}, {"fp", s.frequency_penalty}, {"pp", s.presence_penalty},
       {"seed", s.is_greedy() ? 0 : s.seed}, {"mx", s.max_tokens}, {"stop", s.stop}, {"ie", s.ignore_eos},
-      {"n", req.n}, {"lp", req.logprobs}, {"tlp", req.top_logprobs}, {"prompt", prompt}};
+      {"n", req.n}, {"lp", req.logprobs}, {"tlp", req.top_logprobs}, {"prompt", prompt},
+      {"so", req.structured.constrained() ? req.structured.key() : std::string()}};
   return k.dump();
 }
 

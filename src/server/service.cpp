@@ -43,7 +43,10 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
       chat_template_(options_.chat_template.value_or(primary->model().tokenizer().vocab().chat_template),
                      primary->model().tokenizer().vocab()),
       encoder_(primary->model().tokenizer()),
-      preparer_(primary->model().tokenizer(), chat_template_, encoder_, prep_options(options_, primary->limits())),
+      structured_(ToolCallFormat::for_template(
+          options_.chat_template.value_or(primary->model().tokenizer().vocab().chat_template))),
+      preparer_(primary->model().tokenizer(), chat_template_, encoder_, structured_,
+                prep_options(options_, primary->limits())),
       workers_(options_.parse_workers, options_.max_pending_parses) {
   started_unix_ = unix_now();
   next_id_ = std::random_device{}();
@@ -150,7 +153,7 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
 
   ResponseHeader header = new_response_header(endpoint);
   Generation::Accounting accounting{{}, {}, client.limiter_key, client.limits, charge};
-  if (gateway_.cache().enabled() && req.deterministic()) {
+  if (gateway_.cache().enabled() && req.deterministic() && !req.structured.tools_active()) {
     accounting.cache_key = result_cache_key(req, options_.model_name, prepared.prompt, client.tenant);
     // "fallback:" keeps the fallback's answers apart even when both models go by one name (two copies of a file).
     accounting.fallback_cache_key =
@@ -173,7 +176,8 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
   std::optional<Clock::time_point> deadline;
   if (req.timeout_ms) deadline = arrival + std::chrono::milliseconds(*req.timeout_ms);
   req.cache_namespace = gateway_.prefix_namespace(client.tenant, req.cache_salt);
-  const ServingContext context{ioc_, *metrics_, gateway_, *lifecycle_, lifecycle_->primary().model().tokenizer()};
+  const ServingContext context{ioc_, *metrics_, gateway_, *lifecycle_, lifecycle_->primary().model().tokenizer(),
+                               structured_.tool_format()};
   auto gen = std::make_shared<Generation>(context, responder, std::move(req), std::move(prepared.prompt),
                                           std::move(header), std::move(accounting), deadline);
   try {

@@ -28,6 +28,7 @@
 #include "server/request_prep.h"
 #include "server/request_workers.h"
 #include "server/service_options.h"
+#include "server/structured_output.h"
 
 namespace tessera::server {
 
@@ -77,6 +78,7 @@ class Service {
   Gateway gateway_;
   ChatTemplate chat_template_;
   SpecialTokenEncoder encoder_;
+  StructuredOutput structured_;  // compiled grammars of response formats and tool sets, by source
   RequestPreparer preparer_;
   uint64_t next_id_ = 0;
   int64_t started_unix_ = 0;

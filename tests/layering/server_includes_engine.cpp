@@ -2,3 +2,4 @@
 // compile, so that the failure of the other is the layer check and not a broken header.
 #include "engine/engine.h"
 #include "tokenizer/vocab.h"
+#include "tokenizer/tokenizer.h"

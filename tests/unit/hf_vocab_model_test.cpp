@@ -53,6 +53,14 @@ TEST(TokenizerBpeHf, SyntheticModelWithTheQwen3Vocabulary) {
                                                    " --vocab-from " + json_path),
                               "the vocabulary has 151669 tokens but test-tiny-qwen3 has only 384 embedding rows");
   EXPECT_FALSE(std::filesystem::exists(path));
+  // --vocab-size gives the shape Qwen3's rows (the structured-output benchmark's TinyLlama over Qwen3's vocabulary).
+  const testing::CommandResult made = testing::run_tessera("make-model --preset test-tiny-qwen3 --type q8_0 --vocab-size "
+                                                           "151936 -o " + path + " --vocab-from " + json_path);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const auto resized = Model::load(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(resized->config().n_vocab, 151936);
+  EXPECT_EQ(resized->tokenizer().encode("Hello world", true, true), reference->encode("Hello world", true, true));
 }
 
 }  // namespace

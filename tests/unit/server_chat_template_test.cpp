@@ -1,6 +1,7 @@
 // The server's chat prompts: the real templates in shared/chat-templates rendered through ChatTemplate with a
 // vocabulary's special tokens and request kwargs (the expected texts are jinja2's), template errors as 400s,
-// the no-template fallback, and special-token-aware encoding on the embedded model's vocabulary.
+// the no-template fallback, special-token-aware encoding on the embedded model's vocabulary, and a request's tools
+// and tool turns (assistant tool_calls, tool results) reaching Qwen3's and Llama 3.1's templates.
 #include <gtest/gtest.h>
 
 #include <ctime>
@@ -13,6 +14,8 @@
 #include "model/model.h"
 #include "server/chat_template.h"
 #include "server/errors.h"
+#include "server/openai_json.h"
+#include "server/structured_output.h"
 #include "test_paths.h"
 
 namespace tessera::server {
@@ -180,6 +183,45 @@ TEST(ServerChatTemplate, SpecialTokensBecomeTheirIds) {
   EXPECT_EQ(ids.front(), v.bos);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), v.bos), 1);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), v.eos), 1);
+}
+
+// A tool round trip through parse_chat_request and ChatTemplate: the assistant's call (arguments as OpenAI sends
+// them, a JSON string) and the tool's answer reach the template, and so do the tools.
+TEST(ServerChatTemplate, ToolsAndToolTurnsReachTheTemplate) {
+  const std::string body = R"({"messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "content": "{\"temp\": 21}", "tool_call_id": "call_1"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]})";
+  const ApiRequest r = parse_chat_request(nlohmann::json::parse(body));
+  const StructuredRequest s = parse_structured_request(body, nlohmann::json::parse(body), true);
+  EXPECT_EQ(ChatTemplate(read_template("qwen3-tokenizer_config.json"), vocab_with("<|endoftext|>", "<|im_end|>", false))
+                .render(r.messages, nlohmann::json::object(), s.template_tools()),
+            "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou "
+            "are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": "
+            "\"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather for a city\", "
+            "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": "
+            "[\"city\"]}}}\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+            "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+            "<args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>"
+            "assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|"
+            "im_end|>\n<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response><|im_end|>\n<|im_start|>"
+            "assistant\n");
+  const std::string llama = ChatTemplate(read_template("meta-llama-Llama-3.1-8B-Instruct.jinja"),
+                                         vocab_with("<|begin_of_text|>", "<|eot_id|>"))
+                                .render(r.messages, nlohmann::json::object(), s.template_tools());
+  EXPECT_NE(llama.find("Given the following functions"), std::string::npos);
+  EXPECT_NE(llama.find("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>"), std::string::npos)
+      << llama;
+  EXPECT_NE(llama.find("<|start_header_id|>ipython<|end_header_id|>\n\n\"{\\\"temp\\\": 21}\"<|eot_id|>"),
+            std::string::npos)
+      << llama;
+  // A tool message needs its call's id; only assistants make calls.
+  EXPECT_THROW(parse_chat_request(nlohmann::json::parse(R"({"messages": [{"role": "tool", "content": "x"}]})")), ApiException);
+  EXPECT_THROW(parse_chat_request(nlohmann::json::parse(R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})")),
+               ApiException);
 }
 
 }  // namespace

@@ -155,6 +155,37 @@ TEST(ServerOpenAiJson, MalformedAndInvalidUtf8BodiesAreInvalidJson) {
   }
 }
 
+// Copying, dumping and rendering JSON recurse per level: a body nested past kMaxJsonNesting is refused before any
+// of that (half a million levels fit in 1 MB), here and in a tool call's arguments string.
+TEST(ServerOpenAiJson, DeeplyNestedBodiesAreRefused) {
+  const auto nested = [](size_t depth, const std::string& leaf) {
+    return std::string(depth, '[') + leaf + std::string(depth, ']');
+  };
+  const std::string prefix = R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"a": )";
+  EXPECT_NO_THROW(parse_body(prefix + nested(kMaxJsonNesting - 2, "\"[{\"") + "}}"));  // brackets in strings
+  for (size_t depth : {kMaxJsonNesting - 1, size_t(400000)}) {
+    try {
+      parse_body(prefix + nested(depth, "1") + "}}");
+      ADD_FAILURE() << "parsed a body nested " << depth + 2 << " levels";
+    } catch (const ApiException& e) {
+      EXPECT_EQ(e.error().code, ErrorCode::InvalidJson);
+      EXPECT_EQ(e.error().message, "the JSON body nests arrays and objects deeper than 256 levels");
+    }
+  }
+  const auto with_arguments = [](const std::string& arguments) {
+    return json{{"messages",
+                 {{{"role", "assistant"},
+                   {"content", ""},
+                   {"tool_calls", {{{"id", "c"}, {"type", "function"},
+                                    {"function", {{"name", "f"}, {"arguments", arguments}}}}}}},
+                  {{"role", "user"}, {"content", "x"}}}}};
+  };
+  EXPECT_NO_THROW(parse_chat_request(with_arguments(nested(kMaxJsonNesting, "1"))));
+  const ApiError e = chat_error(with_arguments(nested(100000, "1")));
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_EQ(e.message, "'messages' tool call arguments nest arrays and objects deeper than 256 levels");
+}
+
 TEST(ServerOpenAiJson, ResponseShapes) {
   ResponseHeader h{Endpoint::Completions, "cmpl-1", 123, "m"};
   ChoiceResult c;

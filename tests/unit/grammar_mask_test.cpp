@@ -1,0 +1,240 @@
+// Cached masks against the brute force: for each construct (literals, classes, repetition, alternation,
+// recursion, UTF-8 split over tokens, JSON schemas, generic JSON, GBNF), at every state of many random walks
+// over a small vocabulary, the mask the matcher gives (context-independent cache + checks of the uncertain
+// tokens + full-state cache) equals stepping every token's bytes through the parse. Also: end tokens only where
+// the grammar may end, finished() when nothing can follow, the trigger mode of tool calls.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/grammar_error.h"
+#include "grammar_test_util.h"
+
+namespace tessera::grammar {
+namespace {
+
+using testing::brute_force_mask;
+using testing::SmallVocab;
+
+// Walks randomly through `grammar`, comparing the matcher's mask with the brute force at every step.
+void expect_masks_match_brute_force(const std::shared_ptr<const Grammar>& grammar, int walks, uint32_t seed,
+                                    const std::string& what) {
+  static const SmallVocab v;
+  std::mt19937 rng(seed);
+  auto constraint = std::make_shared<Constraint>();
+  constraint->grammar = grammar;
+  for (int w = 0; w < walks; ++w) {
+    Matcher m(constraint, v.vocab);
+    // A shadow state stepped byte by byte, independent of the matcher's own.
+    PdaRunner runner(grammar->automaton());
+    StackSet state, next;
+    runner.start(state);
+    std::string text;
+    TokenMask mask;
+    for (int step = 0; step < 60; ++step) {
+      m.fill_mask(mask);
+      const TokenMask expected = brute_force_mask(grammar->automaton(), *v.vocab, state);
+      ASSERT_EQ(mask.count(), expected.count()) << what << " after '" << text << "'";
+      ASSERT_TRUE(mask == expected) << what << " after '" << text << "'";
+      std::vector<int32_t> allowed;
+      mask.for_each([&](int32_t id) {
+        if (id != v.eog_id) allowed.push_back(id);
+      });
+      if (allowed.empty()) break;
+      const int32_t id = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+      ASSERT_TRUE(m.accept(id));
+      for (char c : v.vocab->token_bytes(id)) {
+        runner.advance(state, uint8_t(c), next);
+        std::swap(state, next);
+      }
+      text += v.vocab->token_bytes(id);
+      if (m.finished()) break;
+    }
+  }
+}
+
+TEST(GrammarMask, RegexConstructsMatchBruteForce) {
+  const char* patterns[] = {
+      "abc",          "a|b|abc",       "(ab)*c",          "[a-c]{2,5}x?",     "[^a-z]+",         "(?:na|me)+e?",
+      "\\d{1,3}\\.\\d+", ".{0,4}",      "[\\u00e9\\u4e2d]+", "é+中*",             "(a|ab)(c|bcd)",   "x*",
+      "[\\s\\S]{3}",  "(tr|true|t)ue?", "\\w+@\\w+",      "(\\{\"[a-z]+\":[0-9]+\\})?"};
+  uint32_t seed = 1;
+  for (const char* p : patterns) expect_masks_match_brute_force(testing::regex_grammar(p), 12, seed++, p);
+}
+
+TEST(GrammarMask, JsonSchemaConstructsMatchBruteForce) {
+  const char* schemas[] = {
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name"], "additionalProperties": false})",
+      R"({"type": "array", "items": {"enum": ["red", "green", 12, null]}, "minItems": 1, "maxItems": 3})",
+      R"({"anyOf": [{"type": "number"}, {"type": "boolean"}, {"type": "string", "maxLength": 3}]})",
+      R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer", "minimum": -5,
+          "maximum": 120}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+          "required": ["v", "next"]}}, "$ref": "#/$defs/node"})",
+      R"({"type": "string", "pattern": "^[a-c\"\\\\]{1,4}$"})",
+      R"({"type": "string", "format": "date"})",
+      R"({"type": ["string", "null"], "minLength": 2})",
+      R"({"type": "object", "properties": {"a": {"const": "x"}, "b": {"type": "boolean"}, "c": {"type": "null"}}})",
+  };
+  uint32_t seed = 100;
+  for (const char* s : schemas)
+    expect_masks_match_brute_force(testing::schema_grammar(nlohmann::ordered_json::parse(s)), 10, seed++, s);
+}
+
+TEST(GrammarMask, GenericJsonAndGbnfMatchBruteForce) {
+  expect_masks_match_brute_force(testing::json_object_grammar(), 20, 7, "json_object");
+  expect_masks_match_brute_force(testing::gbnf_grammar(R"(
+      root ::= "<tool_call>" ws call ws "</tool_call>"
+      call ::= "{" ws "\"name\"" ws ":" ws ("\"red\"" | "\"green\"") ws "}"
+      ws   ::= [ \t\n]*
+    )"),
+                                 20, 8, "gbnf tool call");
+  expect_masks_match_brute_force(testing::gbnf_grammar(R"(
+      root  ::= list
+      list  ::= "[" (item ("," item)*)? "]"
+      item  ::= list | [0-9]+ | "\"" [^"]* "\""
+    )"),
+                                 20, 9, "gbnf nested lists");
+}
+
+TEST(GrammarMask, EndTokenOnlyWhereTheGrammarMayEnd) {
+  const SmallVocab v;
+  auto constraint = std::make_shared<Constraint>();
+  constraint->grammar = testing::regex_grammar("ab(c)?");
+  Matcher m(constraint, v.vocab);
+  TokenMask mask;
+  m.fill_mask(mask);
+  EXPECT_FALSE(mask.test(v.eog_id));
+  EXPECT_FALSE(mask.test(v.control_id));
+  EXPECT_TRUE(mask.test('a'));
+  EXPECT_FALSE(mask.test('b'));
+  ASSERT_TRUE(m.accept('a'));
+  EXPECT_FALSE(m.accept('a'));  // refused, nothing changes
+  ASSERT_TRUE(m.accept('b'));
+  EXPECT_FALSE(m.finished());    // "c" may still come
+  m.fill_mask(mask);
+  EXPECT_TRUE(mask.test(v.eog_id));
+  EXPECT_TRUE(mask.test('c'));
+  EXPECT_EQ(mask.count(), 2);  // "c" (no other token of the vocabulary starts with c) and the end
+  ASSERT_TRUE(m.accept('c'));
+  EXPECT_TRUE(m.finished());  // nothing may follow: only the end token is left
+  m.fill_mask(mask);
+  EXPECT_EQ(mask.count(), 1);
+  EXPECT_TRUE(mask.test(v.eog_id));
+  EXPECT_FALSE(m.accept('c'));
+  EXPECT_TRUE(m.accept(v.eog_id));
+}
+
+// Trigger mode (a tool call the model may start): free text, where only the tokens that complete the trigger and
+// go on with bytes the grammar refuses after it are banned; from the trigger on, the grammar's masks. Checked
+// against a brute force that searches the text for the trigger's first occurrence. (The vocabulary's ">{\"" is
+// banned after "<tool_call": the grammar wants a newline after the trigger.)
+void expect_trigger_masks_match_brute_force(bool at_start, uint32_t seed) {
+  static const SmallVocab v;
+  const std::string trigger = "<tool_call>";
+  const auto grammar = testing::gbnf_grammar(R"(
+      root ::= "<tool_call>" "\n" "{\"name\": " ("\"red\"" | "\"green\"") "}" "\n"? "</tool_call>"
+    )");
+  auto constraint = std::make_shared<Constraint>();
+  constraint->grammar = grammar;
+  constraint->trigger = trigger;
+  constraint->trigger_at_start = at_start;
+  std::mt19937 rng(seed);
+  int reached = 0;
+  for (int w = 0; w < 40; ++w) {
+    Matcher m(constraint, v.vocab);
+    std::string text;
+    TokenMask mask;
+    for (int step = 0; step < 40; ++step) {
+      m.fill_mask(mask);
+      const size_t found = text.find(trigger);
+      const bool triggered = found != std::string::npos && (!at_start || found == 0);
+      ASSERT_EQ(m.constrained(), triggered) << text;
+      TokenMask expected(v.vocab->n_vocab());
+      if (triggered) {
+        expected = brute_force_mask(grammar->automaton(), *v.vocab, testing::state_after(grammar->automaton(), text.substr(found)));
+      } else {
+        for (int32_t id = 0; id < v.vocab->n_vocab(); ++id) {
+          const std::string s = text + std::string(v.vocab->token_bytes(id));
+          const size_t at = s.find(trigger);
+          const bool starts = at != std::string::npos && (!at_start || at == 0);
+          if (!starts || testing::viable_prefix(grammar->automaton(), s.substr(at))) expected.set(id);
+        }
+      }
+      ASSERT_TRUE(mask == expected) << "at_start " << at_start << " after '" << text << "'";
+      std::vector<int32_t> allowed;
+      mask.for_each([&](int32_t id) {
+        if (id != v.eog_id) allowed.push_back(id);
+      });
+      if (allowed.empty()) break;
+      int32_t id = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+      // Walks head for the trigger (a token that matches more of it) two times in three, nine in ten when it must
+      // start the output, so that most reach it and some miss it.
+      auto progress = [&](const std::string& s) {
+        const size_t at = s.find(trigger);
+        if (at != std::string::npos && (!at_start || at == 0)) return trigger.size();
+        for (size_t k = std::min(s.size(), trigger.size()); k > 0; --k)
+          if (s.ends_with(trigger.substr(0, k)) && (!at_start || k == s.size())) return k;
+        return size_t(0);
+      };
+      if (!triggered && std::uniform_int_distribution<int>(0, 29)(rng) >= (at_start ? 3 : 10)) {
+        std::vector<int32_t> towards;
+        for (int32_t t : allowed)
+          if (progress(text + std::string(v.vocab->token_bytes(t))) > progress(text)) towards.push_back(t);
+        if (!towards.empty()) id = towards[std::uniform_int_distribution<size_t>(0, towards.size() - 1)(rng)];
+      }
+      ASSERT_TRUE(m.accept(id));
+      text += v.vocab->token_bytes(id);
+      if (m.finished()) break;
+    }
+    reached += m.constrained();
+  }
+  EXPECT_GT(reached, 8) << "at_start " << at_start << ": too few walks reached the trigger to test the grammar after it";
+}
+
+TEST(GrammarMask, TriggerModeMatchesBruteForce) {
+  expect_trigger_masks_match_brute_force(false, 31);
+  expect_trigger_masks_match_brute_force(true, 32);
+}
+
+TEST(GrammarMask, TriggerMustBeginTheGrammar) {
+  const SmallVocab v;
+  auto constraint = std::make_shared<Constraint>();
+  constraint->grammar = testing::regex_grammar("<tool_call>x");
+  constraint->trigger = "<tool>";
+  EXPECT_THROW(Matcher(constraint, v.vocab), tessera::Error);
+}
+
+TEST(GrammarCache, CompilesOncePerKeyAndEvictsByBytes) {
+  int compiles = 0;
+  auto compile_regex = [&](const char* pattern) {
+    return [&compiles, pattern] {
+      ++compiles;
+      return testing::regex_grammar(pattern);
+    };
+  };
+  const uint64_t one = testing::regex_grammar("[a-z]{1,40}")->bytes();
+  GrammarCache cache(one * 5 / 2);  // room for two such grammars
+  const auto a = cache.get("a", compile_regex("[a-z]{1,40}"));
+  EXPECT_EQ(cache.get("a", compile_regex("[a-z]{1,40}")), a);
+  EXPECT_EQ(compiles, 1);
+  cache.get("b", compile_regex("[b-z]{1,40}"));
+  cache.get("a", compile_regex("[a-z]{1,40}"));  // a is now the most recently used
+  cache.get("c", compile_regex("[c-z]{1,40}"));  // evicts b
+  EXPECT_EQ(compiles, 3);
+  EXPECT_EQ(cache.get("a", compile_regex("[a-z]{1,40}")), a);
+  cache.get("b", compile_regex("[b-z]{1,40}"));
+  EXPECT_EQ(compiles, 4);
+  const GrammarCacheStats s = cache.stats();
+  EXPECT_EQ(s.entries, 2u);
+  EXPECT_LE(s.bytes, one * 5 / 2);
+  EXPECT_EQ(s.hits, 3u);
+  EXPECT_EQ(s.misses, 4u);
+  // A compile that throws leaves nothing behind.
+  EXPECT_THROW(cache.get("bad", [] { return testing::regex_grammar("(a"); }), GrammarError);
+  EXPECT_THROW(cache.get("bad", [] { return testing::regex_grammar("(a"); }), GrammarError);
+  EXPECT_EQ(cache.stats().entries, 2u);
+}
+
+}  // namespace
+}  // namespace tessera::grammar
