@@ -14,6 +14,7 @@ test_packages=(
   clang libclang-rt-14-dev
   prometheus  # promtool and a real Prometheus server for the /metrics and fleet end-to-end tests
   nginx       # the load balancer of the fleet tests (deploy/nginx), started by the tests as a plain process
+  libdnnl-dev # oneDNN, for bench/onednn_compare only (optional: the build skips that benchmark without it)
 )
 
 case "${1:-}" in
