@@ -58,14 +58,25 @@ using QuantizeActsFn = void (*)(const float* x, int64_t n_in, int64_t t_begin, i
                                 int8_t* q, int8_t* q_abs, float* scale, float* block_sum,
                                 int16_t* sum16, int32_t* row_sum);
 
+// The kernels of one ISA level: one entry per weight-type family (matmul_<family>_<isa>.cpp), each taking every
+// kernel type of its family, and the activation quantization the integer families share (matmul_acts_<isa>.cpp).
+// matmul.cpp picks one per matrix (rows_kernel).
 namespace avx2 {
-void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);   // F32, F16, BF16 and x32, FP8x32
+void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);    // Q8_0, Q8_0x8
+void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);    // Q4_0, Q4_0x8
+void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);  // Q4_K, Q6_K and x8
+void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);      // I8, I8x8
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
                    int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
 }  // namespace avx2
 
 namespace avx512 {
-void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
                    int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
 }  // namespace avx512
