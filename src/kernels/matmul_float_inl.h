@@ -35,7 +35,7 @@ struct BF16Load {
 };
 
 template <typename Load, int NT, int NR>
-void tile_float(const TileCtx& c) {
+__attribute__((noinline, flatten)) void tile_float(const TileCtx& c) {
   const int64_t n = c.a.n_in, nv = n / 8;
   __m256 acc[NT][NR];
   UNROLL

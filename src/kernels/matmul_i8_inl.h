@@ -11,7 +11,7 @@ namespace {
 // Tessera INT8: int8 rows with one fp32 scale per row; activations carry one scale per token, so the whole
 // row reduces in exact int32 arithmetic and is scaled once.
 template <typename Isa, int NT, int NR>
-void tile_i8(const TileCtx& c) {
+__attribute__((noinline, flatten)) void tile_i8(const TileCtx& c) {
   const int64_t n = c.a.n_in, nc = n / 32;
   __m256i acc[NT][NR];
   UNROLL

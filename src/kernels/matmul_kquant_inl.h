@@ -32,7 +32,7 @@ inline __m256 u8x8_to_ps(const uint8_t* p) {
 // Q4_K (144 bytes per 256 values): value = d·sc·q − dmin·m per 32-value sub-block, q in [0, 15]. The q·x part
 // is an unsigned × signed product; the min part needs only the activation block sums, 8 per super-block.
 template <typename Isa, int NT, int NR>
-void tile_q4_k(const TileCtx& c) {
+__attribute__((noinline, flatten)) void tile_q4_k(const TileCtx& c) {
   const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
   __m256 acc[NT][NR], mins[NT][NR];
   UNROLL
@@ -101,7 +101,7 @@ void tile_q4_k(const TileCtx& c) {
 // values), fp16 d; value = d·sc·(q − 32), q in [0, 63]. Scales are applied in the integer pairwise add
 // (maddubs then madd by the scale instead of by one); the −32 offset through the activations' 16-value sums.
 template <int NT, int NR>
-void tile_q6_k(const TileCtx& c) {
+__attribute__((noinline, flatten)) void tile_q6_k(const TileCtx& c) {
   const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
   __m256 acc[NT][NR], offs[NT][NR];
   UNROLL

@@ -112,7 +112,9 @@ inline __m256i broadcast32(const void* p) {
 
 // ---- row tiles (WeightLayout::Rows) -------------------------------------------------------------------------
 // Each tile computes NT tokens × NR rows with one accumulator per pair, then stores them. Loads of a weight
-// block are shared by the NT tokens and loads of an activation block by the NR rows.
+// block are shared by the NT tokens and loads of an activation block by the NR rows. Every tile is a function
+// of its own (noinline, flatten): left to GCC, the I8 tile inlined into its family's driver ran 31-50 % slower
+// at 4 to 128 tokens (1 thread, 512x2048, in cache) than it had inside the old all-types switch.
 
 struct TileCtx {
   const MatmulArgs& a;
