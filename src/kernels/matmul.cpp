@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/weight_types.h"
 #include "kernels/int8_outliers.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
@@ -37,37 +38,16 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// The kernel type of w's weight type in w's layout, from the weight-type registry; false when there is none.
 bool kernel_type(const WeightMatrix& w, KernelType* out) {
-  if (w.layout == WeightLayout::Panel32) {
-    switch (w.type) {
-      case TensorType::F32: *out = KernelType::F32x32; return true;
-      case TensorType::F16: *out = KernelType::F16x32; return true;
-      case TensorType::BF16: *out = KernelType::BF16x32; return true;
-      case TensorType::FP8_E4M3: *out = KernelType::FP8x32; return true;
-      default: return false;
-    }
-  }
-  if (w.layout == WeightLayout::Interleaved8) {
-    switch (w.type) {
-      case TensorType::Q4_0: *out = KernelType::Q4_0x8; return true;
-      case TensorType::Q8_0: *out = KernelType::Q8_0x8; return true;
-      case TensorType::I8: *out = KernelType::I8x8; return true;
-      case TensorType::Q4_K: *out = KernelType::Q4_Kx8; return true;
-      case TensorType::Q6_K: *out = KernelType::Q6_Kx8; return true;
-      default: return false;
-    }
-  }
-  switch (w.type) {
-    case TensorType::F32: *out = KernelType::F32; return true;
-    case TensorType::F16: *out = KernelType::F16; return true;
-    case TensorType::BF16: *out = KernelType::BF16; return true;
-    case TensorType::I8: *out = KernelType::I8; return true;
-    case TensorType::Q8_0: *out = KernelType::Q8_0; return true;
-    case TensorType::Q4_0: *out = KernelType::Q4_0; return true;
-    case TensorType::Q4_K: *out = KernelType::Q4_K; return true;
-    case TensorType::Q6_K: *out = KernelType::Q6_K; return true;
-    default: return false;
-  }
+  const WeightTypeInfo* info = find_weight_type(w.type);
+  if (info == nullptr) return false;
+  const std::optional<KernelType> k = w.layout == WeightLayout::Panel32        ? info->panel_kernel
+                                      : w.layout == WeightLayout::Interleaved8 ? info->interleaved_kernel
+                                                                               : info->rows_kernel;
+  if (!k) return false;
+  *out = *k;
+  return true;
 }
 
 bool is_float_type(KernelType t) {

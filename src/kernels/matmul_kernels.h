@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/kernel_type.h"
+
 namespace tessera::kernels {
 
 // Activations quantized for integer dot products. Per token: n_in int8 values in blocks of 32 with one fp32
@@ -24,13 +26,9 @@ struct QuantizedActs {
   const float* outlier_val = nullptr;      // [n_tokens, n_in]
 };
 
-// Weight type codes the kernels know (a subset of TensorType, kept numeric so ISA files need no other header).
-// Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8: rows interleaved in groups of 8 (kernels/interleave.h); a call's row
-// range starts and ends at a group boundary. F32x32, F16x32, BF16x32, FP8x32 (E4M3 with row scales): rows in
-// panels of kPanelRows (WeightLayout::Panel32); a call's row range starts and ends at a panel boundary.
-enum class KernelType : int {
-  F32, F16, BF16, I8, Q8_0, Q4_0, Q4_K, Q6_K, Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8, F32x32, F16x32, BF16x32, FP8x32
-};
+// The kernel types (a weight type in one layout) come from core/kernel_type.h, an enum-only header; the
+// weight-type registry (core/weight_types.h) says which weight type and layout each stands for.
+using tessera::KernelType;
 
 // Rows per panel of the float panel layout (kernels/interleave.h).
 constexpr int kPanelRows = 32;
