@@ -1,10 +1,11 @@
 // What an exact signed int8 dot product costs on AVX2 without VNNI, next to the int8 peak probe's sequence.
 // The probe (`tessera bench`, src/bench/roofline_avx2.cpp) times vpmaddubsw + vpmaddwd + vpaddd: unsigned × signed
-// bytes. Q8_0 and INT8 weights meet signed activations, so their kernels (src/kernels/matmul_x86_inl.h) add a
-// vpsignb per product (|w| · (x with w's sign)) and load a broadcast activation for each weight vector. Each line
-// below times 8 independent chains of one sequence on one thread (its CPU time, best of many short runs) and
-// prints GOP/s (2 ops per byte product) and the ratio to the probe's sequence, so the distance between the
-// prefill ratio and 100 % can be split into what the instructions cost and what the kernel loses around them.
+// bytes. Q8_0 and INT8 weights meet signed activations, so their kernels (src/kernels/matmul_q8_0_inl.h,
+// matmul_i8_inl.h) add a vpsignb per product (|w| · (x with w's sign)) and load a broadcast activation for each
+// weight vector. Each line below times 8 independent chains of one sequence on one thread (its CPU time, best of
+// many short runs) and prints GOP/s (2 ops per byte product) and the ratio to the probe's sequence, so the
+// distance between the prefill ratio and 100 % can be split into what the instructions cost and what the kernel
+// loses around them.
 // Run: int8_sequence_bench [runs]
 #include <time.h>
 

@@ -147,7 +147,7 @@ TesseraWeights make_weights(TensorType type, const Shape& s, const std::vector<f
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// Tessera's per-token int8 quantization (kernels/matmul_x86_inl.h, quantize_acts_impl): d = amax / 127,
+// Tessera's per-token int8 quantization (kernels/matmul_acts_inl.h, quantize_acts_impl): d = amax / 127,
 // q = round-to-nearest-even(x / d), so both libraries multiply the same int8 values. n: a multiple of 16.
 __attribute__((target("avx512f,avx512bw"))) void quantize_token(const float* x, int64_t n, int8_t* q, float* scale) {
   __m512 vmax = _mm512_setzero_ps();

@@ -53,7 +53,8 @@ float fma_chains_avx2(int64_t iters) {
 }
 
 int32_t int8_chains_avx2(int64_t iters) {
-  // The kernels' byte dot product (matmul_avx2.cpp): maddubs into int16 pairs, madd by one into int32.
+  // The kernels' byte dot product (YmmAvx2, kernels/matmul_ymm_inl.h): maddubs into int16 pairs, madd by one
+  // into int32.
   __m256i u = _mm256_set1_epi8(3);
   const __m256i s0 = _mm256_set1_epi8(-2), s1 = _mm256_set1_epi8(5), s2 = _mm256_set1_epi8(7),
                 s3 = _mm256_set1_epi8(-9);

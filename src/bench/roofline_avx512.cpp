@@ -1,4 +1,4 @@
-// AVX-512 probe loops on 512-bit registers, the width the AVX-512 matmul kernels use (matmul_avx512.cpp):
+// AVX-512 probe loops on 512-bit registers, the width the AVX-512 matmul kernels use (matmul_zmm_inl.h):
 // fp32 FMA, VNNI vpdpbusd and BF16 vdpbf16ps. On cores with a full 512-bit datapath (Zen 5, Sapphire Rapids)
 // each gives twice the 256-bit rate; a ymm probe there would halve every peak and double every ratio.
 #include <immintrin.h>

@@ -1,4 +1,5 @@
-// Tensor element types as numbered in GGUF (ggml's type ids), with their block layout.
+// Tensor element types as numbered in GGUF (ggml's type ids), with their block layout: lookups into the
+// weight-type registry (core/weight_types.h), which holds these facts and the rest of what Tessera knows per type.
 #pragma once
 
 #include <cstddef>
@@ -51,7 +52,6 @@ struct TensorTypeTraits {
 std::optional<TensorTypeTraits> tensor_type_traits(uint32_t type_id);
 const TensorTypeTraits& traits(TensorType type);
 std::string_view tensor_type_name(TensorType type);
-std::optional<TensorType> tensor_type_from_name(std::string_view name);  // case-insensitive, e.g. "q8_0"
 
 // Bytes needed for `n_elements` of `type`; n_elements must be a multiple of the block size.
 inline uint64_t tensor_row_bytes(TensorType type, uint64_t n_elements) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/weight_types.h"
 
 namespace tessera {
 namespace {
@@ -32,15 +33,10 @@ BlockShape block_shape(TensorType type) {
   }
 }
 
-// Bytes per element of the panel types, 0 for the others.
+// Bytes per element of the types with a panel kernel (core/weight_types.h), 0 for the others.
 size_t panel_element_bytes(TensorType type) {
-  switch (type) {
-    case TensorType::F32: return 4;
-    case TensorType::F16:
-    case TensorType::BF16: return 2;
-    case TensorType::FP8_E4M3: return 1;
-    default: return 0;
-  }
+  const WeightTypeInfo* info = find_weight_type(type);
+  return info != nullptr && info->panel_kernel ? info->traits.block_bytes : 0;
 }
 
 void panel_rows(uint8_t* data, int64_t n_out, int64_t n_in, size_t element) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/weight_types.h"
 #include "kernels/int8_outliers.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
@@ -37,37 +38,16 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// The kernel type of w's weight type in w's layout, from the weight-type registry; false when there is none.
 bool kernel_type(const WeightMatrix& w, KernelType* out) {
-  if (w.layout == WeightLayout::Panel32) {
-    switch (w.type) {
-      case TensorType::F32: *out = KernelType::F32x32; return true;
-      case TensorType::F16: *out = KernelType::F16x32; return true;
-      case TensorType::BF16: *out = KernelType::BF16x32; return true;
-      case TensorType::FP8_E4M3: *out = KernelType::FP8x32; return true;
-      default: return false;
-    }
-  }
-  if (w.layout == WeightLayout::Interleaved8) {
-    switch (w.type) {
-      case TensorType::Q4_0: *out = KernelType::Q4_0x8; return true;
-      case TensorType::Q8_0: *out = KernelType::Q8_0x8; return true;
-      case TensorType::I8: *out = KernelType::I8x8; return true;
-      case TensorType::Q4_K: *out = KernelType::Q4_Kx8; return true;
-      case TensorType::Q6_K: *out = KernelType::Q6_Kx8; return true;
-      default: return false;
-    }
-  }
-  switch (w.type) {
-    case TensorType::F32: *out = KernelType::F32; return true;
-    case TensorType::F16: *out = KernelType::F16; return true;
-    case TensorType::BF16: *out = KernelType::BF16; return true;
-    case TensorType::I8: *out = KernelType::I8; return true;
-    case TensorType::Q8_0: *out = KernelType::Q8_0; return true;
-    case TensorType::Q4_0: *out = KernelType::Q4_0; return true;
-    case TensorType::Q4_K: *out = KernelType::Q4_K; return true;
-    case TensorType::Q6_K: *out = KernelType::Q6_K; return true;
-    default: return false;
-  }
+  const WeightTypeInfo* info = find_weight_type(w.type);
+  if (info == nullptr) return false;
+  const std::optional<KernelType> k = w.layout == WeightLayout::Panel32        ? info->panel_kernel
+                                      : w.layout == WeightLayout::Interleaved8 ? info->interleaved_kernel
+                                                                               : info->rows_kernel;
+  if (!k) return false;
+  *out = *k;
+  return true;
 }
 
 bool is_float_type(KernelType t) {
@@ -81,6 +61,30 @@ bool is_float_type(KernelType t) {
     case KernelType::FP8x32: return true;
     default: return false;
   }
+}
+
+// The kernel of `type`'s family at the AVX2 or AVX-512 level: the one place a kernel type meets its ISA files.
+kernels::MatmulRowsFn rows_kernel(KernelType type, bool avx512) {
+  switch (type) {
+    case KernelType::F32:
+    case KernelType::F16:
+    case KernelType::BF16:
+    case KernelType::F32x32:
+    case KernelType::F16x32:
+    case KernelType::BF16x32:
+    case KernelType::FP8x32: return avx512 ? kernels::avx512::matmul_float_rows : kernels::avx2::matmul_float_rows;
+    case KernelType::Q8_0:
+    case KernelType::Q8_0x8: return avx512 ? kernels::avx512::matmul_q8_0_rows : kernels::avx2::matmul_q8_0_rows;
+    case KernelType::Q4_0:
+    case KernelType::Q4_0x8: return avx512 ? kernels::avx512::matmul_q4_0_rows : kernels::avx2::matmul_q4_0_rows;
+    case KernelType::Q4_K:
+    case KernelType::Q6_K:
+    case KernelType::Q4_Kx8:
+    case KernelType::Q6_Kx8: return avx512 ? kernels::avx512::matmul_kquant_rows : kernels::avx2::matmul_kquant_rows;
+    case KernelType::I8:
+    case KernelType::I8x8: return avx512 ? kernels::avx512::matmul_i8_rows : kernels::avx2::matmul_i8_rows;
+  }
+  return nullptr;
 }
 
 // The rows a parallel split must keep together: an interleaved group or a panel.
@@ -227,7 +231,6 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   }
 
   const bool avx512 = level == Isa::Avx512Vnni;
-  const kernels::MatmulRowsFn rows_fn = avx512 ? kernels::avx512::matmul_rows : kernels::avx2::matmul_rows;
   const kernels::QuantizeActsFn quant_fn = avx512 ? kernels::avx512::quantize_acts : kernels::avx2::quantize_acts;
   const int64_t n_in = targets[0].w->n_in;
   const kernels::QuantizedActs xq = quantize_shared(act_kind(first_type), x, n_in, n_tokens,
@@ -237,6 +240,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   constexpr size_t kMaxTargets = 8;
   TESSERA_CHECK(targets.size() <= kMaxTargets);
   kernels::MatmulArgs args[kMaxTargets];
+  kernels::MatmulRowsFn rows_fn[kMaxTargets];
   int64_t first_row[kMaxTargets + 1];
   first_row[0] = 0;
   for (size_t j = 0; j < targets.size(); ++j) {
@@ -246,6 +250,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
     TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8 && type != KernelType::FP8x32) ||
                   w.row_scales != nullptr);
+    rows_fn[j] = rows_kernel(type, avx512);
     kernels::MatmulArgs& a = args[j];
     a.type = type;
     a.n_in = n_in;
@@ -268,7 +273,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     const int64_t begin = unit_begin * unit, end = unit_end * unit;
     for (size_t j = 0; j < n_targets; ++j) {
       const int64_t lo = std::max(begin, first_row[j]), hi = std::min(end, first_row[j + 1]);
-      if (lo < hi) rows_fn(args[j], lo - first_row[j], hi - first_row[j]);
+      if (lo < hi) rows_fn[j](args[j], lo - first_row[j], hi - first_row[j]);
     }
   });
 }

@@ -110,7 +110,7 @@ struct PackedRow {
 template <int PPG, int NT, int NR, typename Src>
 INLINE void reduce(const Shape& s, const Src (&src)[NR], const int8_t* const (&x)[NT], __m256 (&acc)[NT][NR]) {
   // static_for rather than loops: GCC keeps a tile's arrays in registers only when every index is a constant
-  // from the start (see matmul_x86_inl.h).
+  // from the start (see static_for.h).
   static_for<NT>([&](auto t) ALWAYS { static_for<NR>([&](auto r) ALWAYS { acc[t][r] = _mm256_setzero_ps(); }); });
   if constexpr (PPG == 0) {
     // Per pair: the int16 dot ([g_2p ×8 | g_2p+1 ×8]), vpmaddwd to int32 ([g_2p ×4 | g_2p+1 ×4]), one conversion
@@ -197,7 +197,7 @@ INLINE float finish(const LowbitArgs& a, __m256 acc, __m256 zero_acc, int64_t t)
 template <int PPG, int NR>
 INLINE void decode_tile(const LowbitArgs& a, const Shape& s, int64_t r0) {
   // The prefetch distance is one tile: the same offset NR rows on. Rows are contiguous, so asking a fixed
-  // distance ahead within the row (as matmul_x86_inl.h does) would mostly hit lines the next row of this tile
+  // distance ahead within the row (as matmul_ymm_inl.h does) would mostly hit lines the next row of this tile
   // is already loading.
   PackedRow src[NR];
   static_for<NR>([&](auto r) ALWAYS {

@@ -16,7 +16,7 @@
 #include <immintrin.h>
 
 // GCC 12's 512-bit intrinsics pass _mm512_undefined_*() as the unused merge source of their unmasked forms, and
-// -W(maybe-)uninitialized reports every inlined use of them (as in matmul_avx512.cpp).
+// -W(maybe-)uninitialized reports every inlined use of them (as in the other *_avx512.cpp kernel files).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 

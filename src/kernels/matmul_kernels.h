@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/kernel_type.h"
+
 namespace tessera::kernels {
 
 // Activations quantized for integer dot products. Per token: n_in int8 values in blocks of 32 with one fp32
@@ -24,13 +26,9 @@ struct QuantizedActs {
   const float* outlier_val = nullptr;      // [n_tokens, n_in]
 };
 
-// Weight type codes the kernels know (a subset of TensorType, kept numeric so ISA files need no other header).
-// Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8: rows interleaved in groups of 8 (kernels/interleave.h); a call's row
-// range starts and ends at a group boundary. F32x32, F16x32, BF16x32, FP8x32 (E4M3 with row scales): rows in
-// panels of kPanelRows (WeightLayout::Panel32); a call's row range starts and ends at a panel boundary.
-enum class KernelType : int {
-  F32, F16, BF16, I8, Q8_0, Q4_0, Q4_K, Q6_K, Q4_0x8, Q8_0x8, I8x8, Q4_Kx8, Q6_Kx8, F32x32, F16x32, BF16x32, FP8x32
-};
+// The kernel types (a weight type in one layout) come from core/kernel_type.h, an enum-only header; the
+// weight-type registry (core/weight_types.h) says which weight type and layout each stands for.
+using tessera::KernelType;
 
 // Rows per panel of the float panel layout (kernels/interleave.h).
 constexpr int kPanelRows = 32;
@@ -58,14 +56,25 @@ using QuantizeActsFn = void (*)(const float* x, int64_t n_in, int64_t t_begin, i
                                 int8_t* q, int8_t* q_abs, float* scale, float* block_sum,
                                 int16_t* sum16, int32_t* row_sum);
 
+// The kernels of one ISA level: one entry per weight-type family (matmul_<family>_<isa>.cpp), each taking every
+// kernel type of its family, and the activation quantization the integer families share (matmul_acts_<isa>.cpp).
+// matmul.cpp picks one per matrix (rows_kernel).
 namespace avx2 {
-void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);   // F32, F16, BF16 and x32, FP8x32
+void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);    // Q8_0, Q8_0x8
+void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);    // Q4_0, Q4_0x8
+void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);  // Q4_K, Q6_K and x8
+void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);      // I8, I8x8
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
                    int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
 }  // namespace avx2
 
 namespace avx512 {
-void matmul_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
                    int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
 }  // namespace avx512

@@ -1,6 +1,7 @@
-// Float weights (F32, F16, BF16, FP8) in panels of 32 rows (WeightLayout::Panel32, kernels/interleave.h), included by
-// matmul_avx2.cpp and matmul_avx512.cpp inside their namespaces after defining PanelVec: the vector type and its
-// width (8 or 16 lanes), load/convert, broadcast, FMA, and the tile shapes its register file allows.
+// Float weights (F32, F16, BF16, FP8) in panels of 32 rows (WeightLayout::Panel32, kernels/interleave.h), for
+// matmul_float_avx2.cpp and matmul_float_avx512.cpp. Each passes its vector as the template parameter PV: the
+// vector type and its width (8 or 16 lanes), load/convert, broadcast, FMA, and the tile shapes its register file
+// allows. Anonymous namespace, for the reason matmul_ymm_inl.h gives.
 //
 // A panel holds, for each input index k, its 32 rows' weights side by side, so one vector load gives L rows at
 // one k, and a tile is an outer product: per k, NV weight vectors and NT broadcast activations feed NV·NT FMAs,
@@ -15,6 +16,13 @@
 // chunks of k whose partial sums wait in y; an fp32 value stored and loaded back is unchanged, so the chain is
 // the same. FP8 rows multiply their ended chain by the row scale (times 2^8), one multiply per element.
 
+#pragma once
+
+#include "kernels/matmul_ymm_inl.h"
+
+namespace tessera::kernels {
+namespace {
+
 template <KernelType T>
 constexpr int panel_elem_bytes() {
   return T == KernelType::F32x32 ? 4 : T == KernelType::FP8x32 ? 1 : 2;
@@ -22,12 +30,12 @@ constexpr int panel_elem_bytes() {
 
 // L weights of rows [r, r + L) at one k (p: the first row's element in the panel's k-slice). FP8 E4M3 comes as
 // its value · 2^-8 (lowbit's fp16 shift, exact for every code); panel_scales restores the 2^8 with the row scale.
-template <KernelType T>
-TESSERA_INLINE inline PanelVec::V panel_load(const uint8_t* p) {
-  if constexpr (T == KernelType::F32x32) return PanelVec::load_f32(p);
-  if constexpr (T == KernelType::F16x32) return PanelVec::load_f16(p);
-  if constexpr (T == KernelType::FP8x32) return PanelVec::load_fp8_scaled(p);
-  return PanelVec::load_bf16(p);
+template <typename PV, KernelType T>
+TESSERA_INLINE inline typename PV::V panel_load(const uint8_t* p) {
+  if constexpr (T == KernelType::F32x32) return PV::load_f32(p);
+  if constexpr (T == KernelType::F16x32) return PV::load_f16(p);
+  if constexpr (T == KernelType::FP8x32) return PV::load_fp8_scaled(p);
+  return PV::load_bf16(p);
 }
 
 // FP8: the factor each row's chain is multiplied by once it has ended (row scale · 2^8); the others have none.
@@ -36,16 +44,16 @@ constexpr bool panel_scaled() {
   return T == KernelType::FP8x32;
 }
 
-template <KernelType T>
-TESSERA_INLINE inline PanelVec::V panel_scales(const MatmulArgs& a, int64_t r) {
-  return PanelVec::mul(PanelVec::load(a.row_scales + r), PanelVec::set1(256.0f));
+template <typename PV, KernelType T>
+TESSERA_INLINE inline typename PV::V panel_scales(const MatmulArgs& a, int64_t r) {
+  return PV::mul(PV::load(a.row_scales + r), PV::set1(256.0f));
 }
 
 // Where vector v of a tile starting at row r0 reads its rows' weights at k = 0 (the k-slice stride is
 // 32 · element bytes); L divides 32, so a vector never straddles two panels.
-template <KernelType T, int NV>
+template <typename PV, KernelType T, int NV>
 TESSERA_INLINE inline void panel_vectors(const MatmulArgs& a, int64_t r0, const uint8_t* w[NV]) {
-  constexpr int64_t L = PanelVec::kLanes;
+  constexpr int64_t L = PV::kLanes;
   const size_t panel_bytes = size_t(kPanelRows) * a.row_bytes;
   static_for<NV>([&](auto v) TESSERA_INLINE {
     const int64_t r = r0 + v * L;
@@ -56,16 +64,16 @@ TESSERA_INLINE inline void panel_vectors(const MatmulArgs& a, int64_t r0, const 
 // NV vectors of rows from r0 × NT tokens from t0, reading the activations in place: the decode and small-batch
 // tile. Each of its panels is one stream of 32·element bytes per k; the line kPrefetchBytes ahead is requested
 // (one prefetch per 64-byte line, per panel).
-template <KernelType T, int NV, int NT>
+template <typename PV, KernelType T, int NV, int NT>
 __attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, int64_t r0, int64_t t0) {
-  constexpr int64_t L = PanelVec::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
+  constexpr int64_t L = PV::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
   constexpr int kVectorsPerPanel = kPanelRows / L, kPanels = (NV + kVectorsPerPanel - 1) / kVectorsPerPanel;
   const uint8_t* w[NV];
-  panel_vectors<T, NV>(a, r0, w);
+  panel_vectors<PV, T, NV>(a, r0, w);
   const float* x[NT];
   static_for<NT>([&](auto t) TESSERA_INLINE { x[t] = a.x + (t0 + t) * a.n_in; });
-  PanelVec::V acc[NV][NT];
-  static_for<NV>([&](auto v) TESSERA_INLINE { static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::zero(); }); });
+  typename PV::V acc[NV][NT];
+  static_for<NV>([&](auto v) TESSERA_INLINE { static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PV::zero(); }); });
   for (int64_t k = 0; k < a.n_in; ++k) {
     // FP8's 32-byte slices share a line two by two: one request every other k.
     if (kSlice >= 64 || k % (64 / kSlice) == 0) {
@@ -75,20 +83,20 @@ __attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, i
         });
       });
     }
-    PanelVec::V b[NT];
-    static_for<NT>([&](auto t) TESSERA_INLINE { b[t] = PanelVec::set1(x[t][k]); });
+    typename PV::V b[NT];
+    static_for<NT>([&](auto t) TESSERA_INLINE { b[t] = PV::set1(x[t][k]); });
     static_for<NV>([&](auto v) TESSERA_INLINE {
-      PanelVec::V wv = panel_load<T>(w[v] + k * kSlice);
-      PanelVec::pin(wv);  // one load for the NT FMAs, not one per FMA
-      static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::fma(wv, b[t], acc[v][t]); });
+      typename PV::V wv = panel_load<PV, T>(w[v] + k * kSlice);
+      PV::pin(wv);  // one load for the NT FMAs, not one per FMA
+      static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PV::fma(wv, b[t], acc[v][t]); });
     });
   }
   static_for<NV>([&](auto v) TESSERA_INLINE {
     if constexpr (panel_scaled<T>()) {
-      const PanelVec::V scale = panel_scales<T>(a, r0 + v * L);
-      static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::mul(acc[v][t], scale); });
+      const typename PV::V scale = panel_scales<PV, T>(a, r0 + v * L);
+      static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PV::mul(acc[v][t], scale); });
     }
-    static_for<NT>([&](auto t) TESSERA_INLINE { PanelVec::store(a.y + (t0 + t) * a.n_out + r0 + v * L, acc[v][t]); });
+    static_for<NT>([&](auto t) TESSERA_INLINE { PV::store(a.y + (t0 + t) * a.n_out + r0 + v * L, acc[v][t]); });
   });
 }
 
@@ -97,51 +105,51 @@ __attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, i
 // `ahead`, if not null: the same k range of the next tile's rows (the first token tile of each tile of rows
 // requests them, so that they arrive while this one computes: a 16-token step otherwise read each chunk of
 // weights from memory and computed on it in turn).
-template <KernelType T, int NV, int NT>
+template <typename PV, KernelType T, int NV, int NT>
 __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, int64_t r0, int64_t t0, const float* xp,
                                                           int64_t k0, int64_t n_k, bool first, const uint8_t* ahead) {
-  constexpr int64_t L = PanelVec::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
+  constexpr int64_t L = PV::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
   constexpr int64_t kTileBytes = NV * L * panel_elem_bytes<T>();  // per k: a panel's slice, or part of it
   const uint8_t* w[NV];
-  panel_vectors<T, NV>(a, r0, w);
+  panel_vectors<PV, T, NV>(a, r0, w);
   static_for<NV>([&](auto v) TESSERA_INLINE { w[v] += k0 * kSlice; });
   if (ahead != nullptr) ahead += k0 * kSlice;
-  PanelVec::V acc[NV][NT];
+  typename PV::V acc[NV][NT];
   static_for<NV>([&](auto v) TESSERA_INLINE {
     static_for<NT>([&](auto t) TESSERA_INLINE {
-      acc[v][t] = first ? PanelVec::zero() : PanelVec::load(a.y + (t0 + t) * a.n_out + r0 + v * L);
+      acc[v][t] = first ? PV::zero() : PV::load(a.y + (t0 + t) * a.n_out + r0 + v * L);
     });
   });
   for (int64_t k = 0; k < n_k; ++k) {
     if (ahead != nullptr) {
       static_for<(kTileBytes + 63) / 64>([&](auto line) TESSERA_INLINE { prefetch(ahead + k * kSlice + 64 * line); });
     }
-    PanelVec::V wv[NV];
-    static_for<NV>([&](auto v) TESSERA_INLINE { wv[v] = panel_load<T>(w[v] + k * kSlice); });
+    typename PV::V wv[NV];
+    static_for<NV>([&](auto v) TESSERA_INLINE { wv[v] = panel_load<PV, T>(w[v] + k * kSlice); });
     static_for<NT>([&](auto t) TESSERA_INLINE {
-      const PanelVec::V b = PanelVec::set1(xp[k * NT + t]);
-      static_for<NV>([&](auto v) TESSERA_INLINE { acc[v][t] = PanelVec::fma(wv[v], b, acc[v][t]); });
+      const typename PV::V b = PV::set1(xp[k * NT + t]);
+      static_for<NV>([&](auto v) TESSERA_INLINE { acc[v][t] = PV::fma(wv[v], b, acc[v][t]); });
     });
   }
   static_for<NV>([&](auto v) TESSERA_INLINE {
     if constexpr (panel_scaled<T>()) {
       if (k0 + n_k == a.n_in) {
-        const PanelVec::V scale = panel_scales<T>(a, r0 + v * L);
-        static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PanelVec::mul(acc[v][t], scale); });
+        const typename PV::V scale = panel_scales<PV, T>(a, r0 + v * L);
+        static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PV::mul(acc[v][t], scale); });
       }
     }
-    static_for<NT>([&](auto t) TESSERA_INLINE { PanelVec::store(a.y + (t0 + t) * a.n_out + r0 + v * L, acc[v][t]); });
+    static_for<NT>([&](auto t) TESSERA_INLINE { PV::store(a.y + (t0 + t) * a.n_out + r0 + v * L, acc[v][t]); });
   });
 }
 
 // Tiles of kDirect[NT] vectors for rows [r, r_end) (whole panels), then narrower ones for the rest.
-template <KernelType T, int NT>
+template <typename PV, KernelType T, int NT>
 void panel_rows_direct(const MatmulArgs& a, int64_t t0, int64_t r, int64_t r_end) {
-  constexpr int NV = PanelVec::direct_vectors(NT), kMinNV = kPanelRows / PanelVec::kLanes;
-  constexpr int64_t L = PanelVec::kLanes;
-  for (; r + NV * L <= r_end; r += NV * L) panel_tile_direct<T, NV, NT>(a, r, t0);
+  constexpr int NV = PV::direct_vectors(NT), kMinNV = kPanelRows / PV::kLanes;
+  constexpr int64_t L = PV::kLanes;
+  for (; r + NV * L <= r_end; r += NV * L) panel_tile_direct<PV, T, NV, NT>(a, r, t0);
   if constexpr (NV > kMinNV) {
-    for (; r + kMinNV * L <= r_end; r += kMinNV * L) panel_tile_direct<T, kMinNV, NT>(a, r, t0);
+    for (; r + kMinNV * L <= r_end; r += kMinNV * L) panel_tile_direct<PV, T, kMinNV, NT>(a, r, t0);
   }
 }
 
@@ -160,10 +168,10 @@ inline void pack_panel_tile(const MatmulArgs& a, int64_t t, int nt, int64_t k0, 
   }
 }
 
-template <KernelType T>
+template <typename PV, KernelType T>
 void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  constexpr int NV = PanelVec::kPackedVectors, NT = PanelVec::kPackedTokens;
-  constexpr int64_t L = PanelVec::kLanes;
+  constexpr int NV = PV::kPackedVectors, NT = PV::kPackedTokens;
+  constexpr int64_t L = PV::kLanes;
   static_assert((NV * L) % kPanelRows == 0 || kPanelRows % (NV * L) == 0);
   thread_local std::vector<float> packed;
   const int64_t chunk = a.n_in <= kPanelChunk + kPanelChunk / 4 ? a.n_in : kPanelChunk;
@@ -185,12 +193,12 @@ void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
         if (next >= a.n_out) ahead = nullptr;
         int64_t t = tb;
         for (; t + NT <= te; t += NT) {
-          panel_tile_packed<T, NV, NT>(a, r, t, packed.data() + (t - tb) * n_k, k0, n_k, k0 == 0, t == tb ? ahead : nullptr);
+          panel_tile_packed<PV, T, NV, NT>(a, r, t, packed.data() + (t - tb) * n_k, k0, n_k, k0 == 0, t == tb ? ahead : nullptr);
         }
         static_for<NT - 1>([&](auto i) {
           constexpr int kRest = NT - 1 - decltype(i)::value;
           if (te - t == kRest) {
-            panel_tile_packed<T, NV, kRest>(a, r, t, packed.data() + (t - tb) * n_k, k0, n_k, k0 == 0,
+            panel_tile_packed<PV, T, NV, kRest>(a, r, t, packed.data() + (t - tb) * n_k, k0, n_k, k0 == 0,
                                             t == tb ? ahead : nullptr);
           }
         });
@@ -200,14 +208,14 @@ void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
 }
 
 // Rows [row_begin, row_end), whole panels, of a panel matrix for every token.
-template <KernelType T>
+template <typename PV, KernelType T>
 void panel_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.n_tokens) {
-    case 1: return panel_rows_direct<T, 1>(a, 0, row_begin, row_end);
-    case 2: return panel_rows_direct<T, 2>(a, 0, row_begin, row_end);
-    case 3: return panel_rows_direct<T, 3>(a, 0, row_begin, row_end);
-    case 4: return panel_rows_direct<T, 4>(a, 0, row_begin, row_end);
-    default: return panel_rows_packed<T>(a, row_begin, row_end);
+    case 1: return panel_rows_direct<PV, T, 1>(a, 0, row_begin, row_end);
+    case 2: return panel_rows_direct<PV, T, 2>(a, 0, row_begin, row_end);
+    case 3: return panel_rows_direct<PV, T, 3>(a, 0, row_begin, row_end);
+    case 4: return panel_rows_direct<PV, T, 4>(a, 0, row_begin, row_end);
+    default: return panel_rows_packed<PV, T>(a, row_begin, row_end);
   }
 }
 
@@ -216,12 +224,16 @@ inline bool is_panel_type(KernelType type) {
          type == KernelType::FP8x32;
 }
 
+template <typename PV>
 void panel_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.type) {
-    case KernelType::F32x32: return panel_rows<KernelType::F32x32>(a, row_begin, row_end);
-    case KernelType::F16x32: return panel_rows<KernelType::F16x32>(a, row_begin, row_end);
-    case KernelType::BF16x32: return panel_rows<KernelType::BF16x32>(a, row_begin, row_end);
-    case KernelType::FP8x32: return panel_rows<KernelType::FP8x32>(a, row_begin, row_end);
+    case KernelType::F32x32: return panel_rows<PV, KernelType::F32x32>(a, row_begin, row_end);
+    case KernelType::F16x32: return panel_rows<PV, KernelType::F16x32>(a, row_begin, row_end);
+    case KernelType::BF16x32: return panel_rows<PV, KernelType::BF16x32>(a, row_begin, row_end);
+    case KernelType::FP8x32: return panel_rows<PV, KernelType::FP8x32>(a, row_begin, row_end);
     default: return;
   }
 }
+
+}  // namespace
+}  // namespace tessera::kernels

@@ -1,5 +1,6 @@
-// 512-bit batch tiles for the interleaved integer types (Q8_0x8, Q4_0x8, I8x8, Q4_Kx8, Q6_Kx8), included by matmul_avx512.cpp
-// after matmul_x86_inl.h, inside its namespace.
+// 512-bit batch tiles for the interleaved integer types: the helpers and drivers every family shares, and the
+// tile of Q8_0x8, Q4_0x8 and I8x8 (the K-quants' tiles are in matmul_kquant_avx512.cpp). For the *_avx512.cpp
+// kernel files only; anonymous namespace, for the reason matmul_ymm_inl.h gives.
 //
 // One zmm register holds the same 4 values of two interleaved groups (16 rows, one int32 lane each): vector Vj
 // of group g in the low half and Vj of group g + 1 in the high half. A tile is NZ such registers (16 or 32
@@ -16,7 +17,16 @@
 // Batch invariance: every lane holds the same exact integer block sum as the 256-bit tiles (tile_q8_0x8,
 // tile_q4_0x8, tile_i8x8, which serve the tokens a batch leaves over and decode), and the fp32 epilogue is the
 // same per-lane sequence (convert, multiply d_w by d_x, fused multiply-add; for I8 one multiply by
-// row_scale · x_scale), so a result has the same bits whichever tile computes it.
+// row_scale · x_scale), so a result has the same bits whichever tile computes it.#pragma once
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VNNI__)
+#error "matmul_zmm_inl.h is for files compiled with AVX-512 F/BW and VNNI (*_avx512.cpp)"
+#endif
+
+#include "kernels/matmul_ymm_inl.h"
+
+namespace tessera::kernels {
+namespace {
 
 // A register of 16 rows: bytes [0, 32) from group g's vector at p, bytes [32, 64) from group g + 1's at p + stride
 // (a masked broadcast load merges the upper half: two loads, no shuffle).
@@ -242,196 +252,29 @@ __attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const Pack
   }
 }
 
-// Q4_K's unpacked scales for one tile column: per super-block sb, sub-block j and register z, the 16 rows'
-// d·sc_j at scales + ((sb·8 + j)·NZ + z)·16 and their dmin·m_j at the same place in mins. q4_kx8_scales' values
-// (the 256-bit tile's), unpacked once per column and token block for all of its token tiles, which had each
-// unpacked them again per super-block.
-struct Q4KColumnScales {
-  const float* scales;
-  const float* mins;
+// A zmm family for zmm_interleaved_rows: its ZmmKind, the state a tile column computes once for its token
+// tiles (Column, from column<NZ>), one tile (tile<NZ, NT>), and its 256-bit family (Ymm).
+
+// The column state of the families that need none.
+struct NoColumnState {
+  struct Column {};
+  template <int NZ>
+  static Column column(const MatmulArgs&, int64_t) {
+    return {};
+  }
 };
 
-template <int NZ>
-Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
-  thread_local std::vector<float> scales, mins;
-  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q4_K>();
-  const size_t n = size_t(nsb) * 8 * NZ * 16;
-  if (scales.size() < n) scales.resize(n), mins.resize(n);
-  const size_t gs = 8 * a.row_bytes;
-  const uint8_t* wz[NZ];
-  register_groups<NZ>(a, group, wz);
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    static_for<NZ>([&](auto z) TESSERA_INLINE {
-      alignas(32) float dsc[2][8][8], dmn[2][8][8];
-      const uint8_t* blk = wz[z] + sb * zmm_block_bytes<ZmmKind::Q4_K>();
-      q4_kx8_scales(blk, dsc[0], dmn[0]);
-      q4_kx8_scales(blk + gs, dsc[1], dmn[1]);
-      for (int j = 0; j < 8; ++j) {
-        const size_t at = ((size_t(sb) * 8 + size_t(j)) * NZ + z) * 16;
-        for (int h = 0; h < 2; ++h) {
-          std::memcpy(&scales[at + 8 * size_t(h)], dsc[h][j], 8 * sizeof(float));
-          std::memcpy(&mins[at + 8 * size_t(h)], dmn[h][j], 8 * sizeof(float));
-        }
-      }
-    });
-  }
-  return {scales.data(), mins.data()};
-}
-
-// Q4_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens: tile_q4_kx8's scheme with dpbusd. Per 32-value
-// sub-block j, 8 vectors of nibbles (values 4u..4u+3 of the 16 rows) times those 4 activation bytes broadcast
-// sum into int32 directly (the 256-bit tile's int16 sum widened by vpmaddwd is the same integer), then one FMA
-// for the q·x part and one for the min part, in the 256-bit tile's order, with the column's unpacked scales.
-template <int NZ, int NT>
-__attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
-                                                        int64_t group, const Ahead ahead, const Q4KColumnScales cs) {
-  constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q4_K>();
-  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q4_K>();
-  const size_t gs = 8 * a.row_bytes;
-  const uint8_t* wz[NZ];
-  register_groups<NZ>(a, group, wz);
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  __m512 acc[NZ][NT];
-  zero_tile(acc);
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk[NZ];
-    static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
-    prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
-    static_for<8>([&](auto j) TESSERA_INLINE {
-      constexpr int chunk = decltype(j)::value / 2;
-      constexpr bool high = decltype(j)::value % 2 == 1;
-      const int64_t b = sb * 8 + j;
-      const int32_t* xb = x.q + b * 8 * NT;
-      __m512i s32[NZ][NT];
-      static_for<NZ>([&](auto z) TESSERA_INLINE {
-        static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
-      });
-      static_for<8>([&](auto u) TESSERA_INLINE {
-        __m512i q[NZ];
-        static_for<NZ>([&](auto z) TESSERA_INLINE {
-          const __m512i p = load_group_pair(blk[z] + 128 + 32 * (8 * chunk + u), gs);
-          q[z] = high ? _mm512_and_si512(_mm512_srli_epi16(p, 4), low4) : _mm512_and_si512(p, low4);
-        });
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          const __m512i xv = _mm512_set1_epi32(xb[u * NT + t]);
-          static_for<NZ>([&](auto z) TESSERA_INLINE {
-            s32[z][t] = _mm512_dpbusd_epi32(s32[z][t], q[z], xv);
-            keep_in_zmm(s32[z][t]);
-          });
-        });
-      });
-      static_for<NZ>([&](auto z) TESSERA_INLINE {
-        const size_t at = ((size_t(sb) * 8 + j) * NZ + z) * 16;
-        const __m512 sc = _mm512_loadu_ps(cs.scales + at);
-        const __m512 mn = _mm512_loadu_ps(cs.mins + at);
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          const __m512 qx = _mm512_cvtepi32_ps(s32[z][t]);
-          acc[z][t] = _mm512_fmadd_ps(qx, _mm512_mul_ps(sc, _mm512_set1_ps(x.scale[b * NT + t])), acc[z][t]);
-          acc[z][t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(x.block_sum[b * NT + t]), acc[z][t]);
-        });
-      });
-    });
-  }
-  store_tile<NZ, NT>(a, acc, t0, group);
-}
-
-// Q6_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens: tile_q6_kx8's operations on registers twice as
-// wide (vpmaddubsw and vpmaddwd by the sub-block scales, exact int16/int32 as there; with the scales applied per
-// 16 values in the integer step, dpbusd would save nothing).
-template <int NZ, int NT>
-__attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
-                                                        int64_t group, const Ahead ahead) {
-  constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q6_K>();
-  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q6_K>();
-  const size_t gs = 8 * a.row_bytes;
-  const uint8_t* wz[NZ];
-  register_groups<NZ>(a, group, wz);
-  const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
-  // Each 32-bit lane's low int16 copied to its high one: a row's scale for both halves of a vpmaddwd pair.
-  const __m512i dup16 = _mm512_set4_epi32(0x0d0c0d0c, 0x09080908, 0x05040504, 0x01000100);
-  __m512 acc[NZ][NT];
-  zero_tile(acc);
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk[NZ];
-    static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
-    prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
-    __m512 d[NZ];
-    alignas(64) __m512i sc_pair[NZ][16], offset_pair[NZ][8];
-    static_for<NZ>([&](auto z) TESSERA_INLINE {
-      const uint8_t* gz = blk[z];
-      d[z] = load_group_pair_scales(gz, gs);
-      const uint8_t* scales = gz + 16 + 48 * 32;  // after the 8 fp16 d, 32 vectors of ql and 16 of qh
-      static_for<4>([&](auto k) TESSERA_INLINE {
-        const __m512i v = load_group_pair(scales + 32 * k, gs);
-        __m512i sc32[4];
-        static_for<4>([&](auto i) TESSERA_INLINE { sc32[i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24); });
-        static_for<4>([&](auto i) TESSERA_INLINE { sc_pair[z][4 * k + i] = _mm512_shuffle_epi8(sc32[i], dup16); });
-        static_for<2>([&](auto i) TESSERA_INLINE {
-          offset_pair[z][2 * k + i] =
-              _mm512_mask_blend_epi16(0xaaaaaaaa, sc32[2 * i], _mm512_slli_epi32(sc32[2 * i + 1], 16));
-        });
-      });
-    });
-    static_for<8>([&](auto bi) TESSERA_INLINE {
-      constexpr int b = decltype(bi)::value, n = b / 4, quarter = b % 4;
-      const int64_t blk32 = sb * 8 + b;
-      const int32_t* xb = x.q + blk32 * 8 * NT;
-      __m512i s32[NZ][NT];
-      static_for<NZ>([&](auto z) TESSERA_INLINE {
-        static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
-      });
-      static_for<4>([&](auto up) TESSERA_INLINE {  // unit pairs: sub-block 2b for pairs 0-1, 2b + 1 for pairs 2-3
-        __m512i q[NZ][2];
-        static_for<NZ>([&](auto z) TESSERA_INLINE {
-          const uint8_t* ql = blk[z] + 16;
-          const uint8_t* qh = ql + 32 * 32;
-          static_for<2>([&](auto i) TESSERA_INLINE {
-            constexpr int u = 2 * decltype(up)::value + decltype(i)::value;
-            const __m512i l = load_group_pair(ql + 32 * (16 * n + 8 * (quarter % 2) + u), gs);
-            const __m512i h = load_group_pair(qh + 32 * (8 * n + u), gs);
-            const __m512i lo = quarter < 2 ? _mm512_and_si512(l, low4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), low4);
-            __m512i hb;
-            if constexpr (quarter == 0) hb = _mm512_slli_epi16(h, 4);
-            if constexpr (quarter == 1) hb = _mm512_slli_epi16(h, 2);
-            if constexpr (quarter == 2) hb = h;
-            if constexpr (quarter == 3) hb = _mm512_srli_epi16(h, 2);
-            q[z][i] = _mm512_or_si512(lo, _mm512_and_si512(hb, bits45));
-          });
-        });
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          const __m512i x0 = _mm512_set1_epi32(xb[2 * up * NT + t]), x1 = _mm512_set1_epi32(xb[(2 * up + 1) * NT + t]);
-          static_for<NZ>([&](auto z) TESSERA_INLINE {
-            const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(q[z][0], x0), _mm512_maddubs_epi16(q[z][1], x1));
-            s32[z][t] = _mm512_add_epi32(s32[z][t], _mm512_madd_epi16(s16, sc_pair[z][2 * b + decltype(up)::value / 2]));
-            keep_in_zmm(s32[z][t]);
-          });
-        });
-      });
-      static_for<NT>([&](auto t) TESSERA_INLINE {
-        const __m512i sums = _mm512_set1_epi32(x.start[blk32 * NT + t]);
-        const __m512 dx = _mm512_set1_ps(x.scale[blk32 * NT + t]);
-        static_for<NZ>([&](auto z) TESSERA_INLINE {
-          const __m512i offset = _mm512_madd_epi16(offset_pair[z][b], sums);
-          const __m512i sum = _mm512_sub_epi32(s32[z][t], _mm512_slli_epi32(offset, 5));
-          acc[z][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d[z], dx), acc[z][t]);
-        });
-      });
-    });
-  }
-  store_tile<NZ, NT>(a, acc, t0, group);
-}
-
-template <ZmmKind K, int NZ, int NT>
-TESSERA_INLINE inline void zmm_tile(const MatmulArgs& a, const PackedTile& x, int64_t t0, int64_t group,
-                                    const Ahead& ahead, const Q4KColumnScales& q4_k) {
-  if constexpr (K == ZmmKind::Q4_K) {
-    tile_q4_kx8_zmm<NZ, NT>(a, x, t0, group, ahead, q4_k);
-  } else if constexpr (K == ZmmKind::Q6_K) {
-    tile_q6_kx8_zmm<NZ, NT>(a, x, t0, group, ahead);
-  } else {
+// Q8_0x8, Q4_0x8 and I8x8: tile_zmm.
+template <ZmmKind K, typename YmmFamily>
+struct ZmmBlockFamily : NoColumnState {
+  static constexpr ZmmKind kKind = K;
+  using Ymm = YmmFamily;
+  template <int NZ, int NT>
+  TESSERA_INLINE static void tile(const MatmulArgs& a, const PackedTile& x, int64_t t0, int64_t group,
+                                  const Ahead& ahead, const Column&) {
     tile_zmm<K, NZ, NT>(a, x, t0, group, ahead);
   }
-}
+};
 
 // Tokens per zmm tile. Q8_0, Q4_0 and the K-quants keep an fp32 and an int32 accumulator per (register, token);
 // I8 only the int32 one, so it takes twice the tokens. Chosen by matmul_roofline_bench (docs/performance.md).
@@ -480,8 +323,9 @@ struct PackedBlock {
 
 // The block's tokens for one tile column (NZ registers from `group`) in tiles of kNT, then one narrower tile;
 // tile i of n requests blocks [i·nb/n, (i+1)·nb/n) of the next column (Ahead).
-template <ZmmKind K, int NZ>
-void zmm_tile_column(const MatmulArgs& a, const PackedBlock<K>& x, int64_t group) {
+template <typename Family, int NZ>
+void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind>& x, int64_t group) {
+  constexpr ZmmKind K = Family::kKind;
   constexpr int kNT = PackedBlock<K>::kNT;
   const int64_t nb = a.n_in / zmm_block_values<K>();
   const int64_t n_tiles = (x.te - x.tb + kNT - 1) / kNT;
@@ -490,13 +334,12 @@ void zmm_tile_column(const MatmulArgs& a, const PackedBlock<K>& x, int64_t group
     const int64_t i = (t - x.tb) / kNT, lo = i * nb / n_tiles, hi = (i + 1) * nb / n_tiles;
     return Ahead{next + lo * zmm_block_bytes<K>(), hi - lo};
   };
-  Q4KColumnScales q4_k{};
-  if constexpr (K == ZmmKind::Q4_K) q4_k = unpack_q4_k_column<NZ>(a, group);
+  const typename Family::Column column = Family::template column<NZ>(a, group);
   int64_t t = x.tb;
-  for (; t + kNT <= x.te; t += kNT) zmm_tile<K, NZ, kNT>(a, x.tile(t), t, group, ahead(t), q4_k);
+  for (; t + kNT <= x.te; t += kNT) Family::template tile<NZ, kNT>(a, x.tile(t), t, group, ahead(t), column);
   static_for<kNT - 1>([&](auto n) {
     constexpr int kRest = kNT - 1 - decltype(n)::value;  // kNT - 1, ..., 1
-    if (x.te - t == kRest) zmm_tile<K, NZ, kRest>(a, x.tile(t), t, group, ahead(t), q4_k);
+    if (x.te - t == kRest) Family::template tile<NZ, kRest>(a, x.tile(t), t, group, ahead(t), column);
   });
 }
 
@@ -505,8 +348,11 @@ void zmm_tile_column(const MatmulArgs& a, const PackedBlock<K>& x, int64_t group
 // measured within 3 % of 192 KiB for 512-token products of 5632x2048 and 2048x5632 Q8_0x8 and I8x8.
 constexpr int64_t kZmmBlockBytes = 192 << 10;
 
-template <ZmmKind K>
+// Family: a zmm family (ZmmBlockFamily, or the K-quants' in matmul_kquant_avx512.cpp), whose Ymm family
+// (matmul_ymm_inl.h's interleaved_rows) takes a thread's last group when its group count is odd.
+template <typename Family>
 void zmm_interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  constexpr ZmmKind K = Family::kKind;
   constexpr int64_t kNT = zmm_tile_tokens<K>();
   const int64_t block = std::max<int64_t>(kNT, kZmmBlockBytes / a.n_in / kNT * kNT);
   const int64_t g_end = row_end / 8;
@@ -514,141 +360,16 @@ void zmm_interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_en
     const int64_t te = std::min(a.n_tokens, tb + block);
     const PackedBlock<K> x(a, tb, te);
     int64_t g = row_begin / 8;
-    for (; g + 4 <= g_end; g += 4) zmm_tile_column<K, 2>(a, x, g);
-    for (; g + 2 <= g_end; g += 2) zmm_tile_column<K, 1>(a, x, g);
+    for (; g + 4 <= g_end; g += 4) zmm_tile_column<Family, 2>(a, x, g);
+    for (; g + 2 <= g_end; g += 2) zmm_tile_column<Family, 1>(a, x, g);
     for (; g < g_end; ++g) {
       int64_t t = tb;
-      for (; t + kTileTokens <= te; t += kTileTokens) tile_interleaved<kTileTokens>(a, t, g);
-      remainder_tiles(a, t, te, g);
+      for (; t + kInterleavedTileTokens <= te; t += kInterleavedTileTokens)
+        Family::Ymm::template tile<kInterleavedTileTokens>(a, t, g);
+      remainder_tiles<typename Family::Ymm>(a, t, te, g);
     }
   }
 }
 
-// ---- float weights (F32, F16, BF16) on 512-bit registers ---------------------------------------------------
-// 16 values converted to fp32 per step, FMA with fp32 activations. Every call at this ISA level (decode
-// included) reduces an element the same way: 16 lane sums over the row in order, then a fixed tree (the two
-// 256-bit halves added, then hsum), then the row's last n_in % 16 values in order; so results do not depend on
-// the tile, the batch or the split.
-struct F32LoadZmm {
-  static __m512 load(const uint8_t* row, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
-  static float one(const uint8_t* row, int64_t i) { return F32Load::one(row, i); }
-};
-struct F16LoadZmm {
-  static __m512 load(const uint8_t* row, int64_t i) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 2 * i)));
-  }
-  static float one(const uint8_t* row, int64_t i) { return F16Load::one(row, i); }
-};
-struct BF16LoadZmm {
-  static __m512 load(const uint8_t* row, int64_t i) {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(row + 2 * i)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-  }
-  static float one(const uint8_t* row, int64_t i) { return BF16Load::one(row, i); }
-};
-
-inline float hsum_zmm(__m512 v) {
-  const __m512 high = _mm512_shuffle_f32x4(v, v, 0xee);  // lanes 8-15 moved down (extract warns on GCC 12)
-  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_castps512_ps256(high)));
-}
-
-// NT tokens × NR rows, NT·NR accumulators (at most 24 of the 32 registers, beside NR weight vectors and one
-// activation vector).
-template <typename Load, int NT, int NR>
-__attribute__((noinline, flatten)) void tile_float_zmm(const MatmulArgs& a, int64_t t0, int64_t r0) {
-  const int64_t n = a.n_in, nv = n / 16;
-  __m512 acc[NT][NR];
-  static_for<NT>([&](auto t) { static_for<NR>([&](auto r) { acc[t][r] = _mm512_setzero_ps(); }); });
-  const float* x[NT];
-  static_for<NT>([&](auto t) { x[t] = a.x + (t0 + t) * n; });
-  const uint8_t* wr[NR];
-  static_for<NR>([&](auto r) { wr[r] = a.w + static_cast<size_t>(r0 + r) * a.row_bytes; });
-  for (int64_t i = 0; i < nv * 16; i += 16) {
-    __m512 wv[NR];
-    static_for<NR>([&](auto r) {
-      // As in the 256-bit tiles: the address runs 4 bytes per value, ahead of 2-byte rows by a growing margin
-      // (into the rows of later tiles); at one token this measured 262-300 us per 5632x2048 F16 product against
-      // 346-439 with one prefetch per line at a fixed 16 KiB.
-      prefetch(wr[r] + sizeof(float) * i + kPrefetchBytes);
-      wv[r] = Load::load(wr[r], i);
-    });
-    static_for<NT>([&](auto t) {
-      const __m512 xv = _mm512_loadu_ps(x[t] + i);
-      static_for<NR>([&](auto r) { acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]); });
-    });
-  }
-  static_for<NT>([&](auto t) {
-    static_for<NR>([&](auto r) {
-      float sum = hsum_zmm(acc[t][r]);
-      for (int64_t i = nv * 16; i < n; ++i) sum += Load::one(wr[r], i) * x[t][i];
-      a.y[(t0 + t) * a.n_out + r0 + r] = sum;
-    });
-  });
-}
-
-constexpr int kFloatTileTokens = 4;
-// One token streams 4 rows (8 measured slower at decode), two take 8, three or more 6.
-constexpr int float_rows_per_tile(int n_tokens) { return n_tokens >= 3 ? 6 : n_tokens == 2 ? 8 : 4; }
-
-template <typename Load, int NT>
-void float_tiles_for_tokens(const MatmulArgs& a, int64_t t0, int64_t r_begin, int64_t r_end) {
-  constexpr int kNR = float_rows_per_tile(NT);
-  int64_t r = r_begin;
-  for (; r + kNR <= r_end; r += kNR) tile_float_zmm<Load, NT, kNR>(a, t0, r);
-  for (; r < r_end; ++r) tile_float_zmm<Load, NT, 1>(a, t0, r);
-}
-
-// Rows in chunks whose weights stay in L1/L2 while every token tile passes over them (as matmul_rows_impl).
-template <typename Load>
-void zmm_float_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  int64_t chunk = static_cast<int64_t>(48 * 1024 / (a.row_bytes + 1)) / 24 * 24;
-  chunk = chunk < 24 ? 24 : chunk > 240 ? 240 : chunk;
-  for (int64_t rc = row_begin; rc < row_end; rc += chunk) {
-    const int64_t rce = rc + chunk < row_end ? rc + chunk : row_end;
-    int64_t t = 0;
-    for (; t + kFloatTileTokens <= a.n_tokens; t += kFloatTileTokens)
-      float_tiles_for_tokens<Load, kFloatTileTokens>(a, t, rc, rce);
-    switch (a.n_tokens - t) {
-      case 3: float_tiles_for_tokens<Load, 3>(a, t, rc, rce); break;
-      case 2: float_tiles_for_tokens<Load, 2>(a, t, rc, rce); break;
-      case 1: float_tiles_for_tokens<Load, 1>(a, t, rc, rce); break;
-      default: break;
-    }
-  }
-}
-
-// Whether a call takes the 512-bit tiles: float weights always (their reduction is defined by the 512-bit
-// lanes at this level), the interleaved integer kinds in batches (decode streams weights at memory speed with
-// the 256-bit tiles and their sign trick, which need no offset; both give the same bits). The K-quants' zmm
-// tiles pay a fixed cost per tile column (Q4_K's scales unpacked for the column, Q6_K's wider unpacking) that
-// only prompts amortize: TinyLlama, 2 threads, 256-bit against 512-bit tiles at 4 / 16 / 32 tokens per step,
-// Q4_K 190 / 204 / 213 against 132 / 194 / 365 tok/s, Q6_K 124 / 132 / 143 against 59 / 143 / 164.
-constexpr int64_t kZmmKQuantMinTokens = 32;
-
-inline bool takes_zmm_tiles(const MatmulArgs& a) {
-  switch (a.type) {
-    case KernelType::F32:
-    case KernelType::F16:
-    case KernelType::BF16: return true;
-    case KernelType::Q8_0x8:
-    case KernelType::Q4_0x8:
-    case KernelType::I8x8: return a.n_tokens >= 2;
-    case KernelType::Q4_Kx8:
-    case KernelType::Q6_Kx8: return a.n_tokens >= kZmmKQuantMinTokens;
-    default: return false;
-  }
-}
-
-void zmm_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  switch (a.type) {
-    case KernelType::F32: return zmm_float_rows<F32LoadZmm>(a, row_begin, row_end);
-    case KernelType::F16: return zmm_float_rows<F16LoadZmm>(a, row_begin, row_end);
-    case KernelType::BF16: return zmm_float_rows<BF16LoadZmm>(a, row_begin, row_end);
-    case KernelType::Q8_0x8: return zmm_interleaved_rows<ZmmKind::Q8_0>(a, row_begin, row_end);
-    case KernelType::Q4_0x8: return zmm_interleaved_rows<ZmmKind::Q4_0>(a, row_begin, row_end);
-    case KernelType::I8x8: return zmm_interleaved_rows<ZmmKind::I8>(a, row_begin, row_end);
-    case KernelType::Q4_Kx8: return zmm_interleaved_rows<ZmmKind::Q4_K>(a, row_begin, row_end);
-    case KernelType::Q6_Kx8: return zmm_interleaved_rows<ZmmKind::Q6_K>(a, row_begin, row_end);
-    default: return matmul_rows_impl(a, row_begin, row_end);
-  }
-}
+}  // namespace
+}  // namespace tessera::kernels

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/weight_types.h"
 #include "kernels/lowbit.h"
 
 namespace tessera {
@@ -250,19 +251,8 @@ void quantize_q6_k(const float* x, BlockQ6_K* blocks, int64_t n_blocks) {
 }  // namespace
 
 bool is_supported_weight_type(TensorType type) {
-  switch (type) {
-    case TensorType::F32:
-    case TensorType::F16:
-    case TensorType::BF16:
-    case TensorType::Q8_0:
-    case TensorType::Q4_0:
-    case TensorType::Q4_K:
-    case TensorType::Q6_K:
-    case TensorType::I8:
-      return true;
-    default:
-      return false;
-  }
+  const WeightTypeInfo* info = find_weight_type(type);
+  return info != nullptr && info->rows_kernel.has_value();
 }
 
 TensorType fitting_weight_type(TensorType type, int64_t n_in) {

@@ -88,15 +88,6 @@ void set_model_metadata(gguf::Writer& w, const ModelPreset& p) {
 
 }  // namespace
 
-std::optional<TensorType> weight_type_from_name(std::string_view name) {
-  if (name == "int8" || name == "INT8") return TensorType::I8;
-  if (name == "int4" || name == "INT4") return TensorType::INT4;
-  if (name == "fp8" || name == "FP8") return TensorType::FP8_E4M3;
-  const std::optional<TensorType> type = tensor_type_from_name(name);
-  if (!type || *type == TensorType::I8 || !is_supported_weight_type(*type)) return std::nullopt;
-  return type;
-}
-
 uint64_t SyntheticPlan::n_bytes() const {
   uint64_t total = 0;
   for (const SyntheticTensor& t : tensors) {

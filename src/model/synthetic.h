@@ -13,17 +13,13 @@
 
 #include "core/tensor_type.h"
 #include "core/thread_pool.h"
+#include "core/weight_types.h"  // weight_type_from_name, the --type parser
 #include "formats/gguf.h"
 #include "model/model.h"
 #include "model/presets.h"
 #include "tokenizer/vocab.h"
 
 namespace tessera {
-
-// A weight type by its command-line name: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "int8"
-// (Tessera's I8 with per-row scales), "fp8" (E4M3 with per-row scales) or "int4" (group-wise, see
-// kernels/lowbit.h); empty for anything else.
-std::optional<TensorType> weight_type_from_name(std::string_view name);
 
 // Where fill_synthetic_rows leaves the side data of the types that carry it outside their rows (indexed by
 // row; null when the type has none): I8 and FP8 one F32 scale per row, INT4 an fp16 scale and zero point per

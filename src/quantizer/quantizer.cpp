@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "core/weight_types.h"
 #include "formats/gguf_writer.h"
 #include "kernels/lowbit.h"
 #include "kernels/quant.h"
@@ -25,10 +25,19 @@
 namespace tessera::quant {
 namespace {
 
-constexpr std::pair<WeightFormat, std::string_view> kFormatNames[] = {
-    {WeightFormat::Int8, "int8"}, {WeightFormat::Fp8, "fp8"},   {WeightFormat::Int4, "int4"},
-    {WeightFormat::Q8_0, "q8_0"}, {WeightFormat::Q4_0, "q4_0"}, {WeightFormat::Q4_K, "q4_k"},
-    {WeightFormat::Q6_K, "q6_k"}};
+// WeightFormat lists exactly the registry's quantizer outputs.
+constexpr bool formats_match_registry() {
+  constexpr WeightFormat kAll[] = {WeightFormat::Int8, WeightFormat::Fp8,  WeightFormat::Int4, WeightFormat::Q8_0,
+                                   WeightFormat::Q4_0, WeightFormat::Q4_K, WeightFormat::Q6_K};
+  size_t outputs = 0;
+  for (const WeightTypeInfo& w : kWeightTypes) outputs += w.quantizer_output;
+  for (WeightFormat f : kAll) {
+    const WeightTypeInfo* w = find_weight_type(tensor_type(f));
+    if (w == nullptr || !w->quantizer_output) return false;
+  }
+  return outputs == std::size(kAll);
+}
+static_assert(formats_match_registry(), "quant::WeightFormat and the registry's quantizer outputs differ");
 
 enum class Kind { Q, K, V, O, Gate, Up, Down, Output };
 
@@ -64,16 +73,10 @@ TensorType plan_type(WeightFormat f, int64_t n_in, TensorType source, std::strin
                             tensor_type_name(want), block, tensor_type_name(alt));
     return alt;
   };
-  switch (f) {
-    case WeightFormat::Int8: return TensorType::I8;
-    case WeightFormat::Fp8: return TensorType::FP8_E4M3;
-    case WeightFormat::Int4: return TensorType::INT4;
-    case WeightFormat::Q8_0: return blocks(TensorType::Q8_0, 32);
-    case WeightFormat::Q4_0: return blocks(TensorType::Q4_0, 32);
-    case WeightFormat::Q4_K: return blocks(TensorType::Q4_K, 256);
-    case WeightFormat::Q6_K: return blocks(TensorType::Q6_K, 256);
-  }
-  return TensorType::F16;
+  // Tessera's own formats take any row length (INT4 pads its rows); the GGUF block types need whole blocks.
+  const TensorType want = tensor_type(f);
+  if (f == WeightFormat::Int8 || f == WeightFormat::Fp8 || f == WeightFormat::Int4) return want;
+  return blocks(want, traits(want).block_elements);
 }
 
 std::vector<float> load_f32(const WeightMatrix& w) {
@@ -109,18 +112,12 @@ struct Encoded {
 }  // namespace
 
 std::optional<WeightFormat> weight_format_from_name(std::string_view name) {
-  std::string lower(name);
-  for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  for (const auto& [f, n] : kFormatNames)
-    if (n == lower) return f;
-  return std::nullopt;
+  const std::optional<TensorType> type = weight_type_from_name(name);
+  if (!type || !weight_type_info(*type).quantizer_output) return std::nullopt;
+  return static_cast<WeightFormat>(static_cast<uint32_t>(*type));
 }
 
-std::string_view weight_format_name(WeightFormat f) {
-  for (const auto& [g, n] : kFormatNames)
-    if (g == f) return n;
-  return "?";
-}
+std::string_view weight_format_name(WeightFormat f) { return weight_type_info(tensor_type(f)).cli_name; }
 
 std::optional<Method> method_from_name(std::string_view name) {
   if (name == "rtn") return Method::Rtn;
@@ -224,10 +221,9 @@ QuantizeReport quantize_model(const Model& model, const std::string& out_path, c
   writer.set_string("tessera.quant.type", std::string(weight_format_name(o.format)));
   writer.set_string("tessera.quant.method", std::string(method_name(o.method)));
   if (o.format == WeightFormat::Int4) writer.set_u32("tessera.quant.group_size", uint32_t(o.group_size));
-  // llama.cpp's file-type numbers for the standard types (mostly Q8_0 / Q4_0 / Q4_K_M / Q6_K).
-  const std::map<WeightFormat, uint32_t> file_types = {
-      {WeightFormat::Q8_0, 7}, {WeightFormat::Q4_0, 2}, {WeightFormat::Q4_K, 15}, {WeightFormat::Q6_K, 18}};
-  if (auto it = file_types.find(o.format); it != file_types.end()) writer.set_u32("general.file_type", it->second);
+  if (const uint32_t file_type = weight_type_info(tensor_type(o.format)).gguf_file_type) {
+    writer.set_u32("general.file_type", file_type);
+  }
 
   auto add_linear = [&](const std::string& name, const Linear& lin) {
     const WeightMatrix& w = *lin.w;

@@ -15,10 +15,22 @@
 
 namespace tessera::quant {
 
-enum class WeightFormat { Int8, Fp8, Int4, Q8_0, Q4_0, Q4_K, Q6_K };
+// The weight types `tessera quantize` writes, numbered as their TensorType: their names, blocks and GGUF file
+// type are in the weight-type registry (core/weight_types.h, quantizer_output), which quantizer.cpp checks this
+// list against.
+enum class WeightFormat : uint32_t {
+  Int8 = static_cast<uint32_t>(TensorType::I8),
+  Fp8 = static_cast<uint32_t>(TensorType::FP8_E4M3),
+  Int4 = static_cast<uint32_t>(TensorType::INT4),
+  Q8_0 = static_cast<uint32_t>(TensorType::Q8_0),
+  Q4_0 = static_cast<uint32_t>(TensorType::Q4_0),
+  Q4_K = static_cast<uint32_t>(TensorType::Q4_K),
+  Q6_K = static_cast<uint32_t>(TensorType::Q6_K),
+};
+constexpr TensorType tensor_type(WeightFormat f) { return static_cast<TensorType>(static_cast<uint32_t>(f)); }
 enum class Method { Rtn, Awq, Gptq };
 
-std::optional<WeightFormat> weight_format_from_name(std::string_view name);  // "int8", "fp8", "int4", "q8_0", ...
+std::optional<WeightFormat> weight_format_from_name(std::string_view name);  // weight_type_from_name's, if written
 std::string_view weight_format_name(WeightFormat f);
 std::optional<Method> method_from_name(std::string_view name);  // "rtn", "awq", "gptq"
 std::string_view method_name(Method m);

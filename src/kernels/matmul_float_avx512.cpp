@@ -1,0 +1,156 @@
+// AVX-512 float matmul kernels: F32, F16 and BF16 rows on 512-bit registers, and F32, F16, BF16 and FP8 panels
+// (matmul_panel_inl.h) on zmm. Every call at this level (decode included) takes the 512-bit tiles: a row's
+// reduction is defined by the 512-bit lanes here.
+#include <immintrin.h>
+
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialized variable) as the unused merge
+// source of their unmasked forms, and -W(maybe-)uninitialized reports every inlined use of them.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <cstdint>
+
+#include "kernels/matmul_float_inl.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_panel_inl.h"
+#include "kernels/matmul_ymm_inl.h"
+#include "kernels/matmul_zmm_inl.h"
+#include "kernels/static_for.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+// ---- float weights (F32, F16, BF16) on 512-bit registers ---------------------------------------------------
+// 16 values converted to fp32 per step, FMA with fp32 activations. Every call at this ISA level (decode
+// included) reduces an element the same way: 16 lane sums over the row in order, then a fixed tree (the two
+// 256-bit halves added, then hsum), then the row's last n_in % 16 values in order; so results do not depend on
+// the tile, the batch or the split.
+struct F32LoadZmm {
+  static __m512 load(const uint8_t* row, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+  static float one(const uint8_t* row, int64_t i) { return F32Load::one(row, i); }
+};
+struct F16LoadZmm {
+  static __m512 load(const uint8_t* row, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 2 * i)));
+  }
+  static float one(const uint8_t* row, int64_t i) { return F16Load::one(row, i); }
+};
+struct BF16LoadZmm {
+  static __m512 load(const uint8_t* row, int64_t i) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(row + 2 * i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+  static float one(const uint8_t* row, int64_t i) { return BF16Load::one(row, i); }
+};
+
+inline float hsum_zmm(__m512 v) {
+  const __m512 high = _mm512_shuffle_f32x4(v, v, 0xee);  // lanes 8-15 moved down (extract warns on GCC 12)
+  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_castps512_ps256(high)));
+}
+
+// NT tokens × NR rows, NT·NR accumulators (at most 24 of the 32 registers, beside NR weight vectors and one
+// activation vector).
+template <typename Load, int NT, int NR>
+__attribute__((noinline, flatten)) void tile_float_zmm(const MatmulArgs& a, int64_t t0, int64_t r0) {
+  const int64_t n = a.n_in, nv = n / 16;
+  __m512 acc[NT][NR];
+  static_for<NT>([&](auto t) { static_for<NR>([&](auto r) { acc[t][r] = _mm512_setzero_ps(); }); });
+  const float* x[NT];
+  static_for<NT>([&](auto t) { x[t] = a.x + (t0 + t) * n; });
+  const uint8_t* wr[NR];
+  static_for<NR>([&](auto r) { wr[r] = a.w + static_cast<size_t>(r0 + r) * a.row_bytes; });
+  for (int64_t i = 0; i < nv * 16; i += 16) {
+    __m512 wv[NR];
+    static_for<NR>([&](auto r) {
+      // As in the 256-bit tiles: the address runs 4 bytes per value, ahead of 2-byte rows by a growing margin
+      // (into the rows of later tiles); at one token this measured 262-300 us per 5632x2048 F16 product against
+      // 346-439 with one prefetch per line at a fixed 16 KiB.
+      prefetch(wr[r] + sizeof(float) * i + kPrefetchBytes);
+      wv[r] = Load::load(wr[r], i);
+    });
+    static_for<NT>([&](auto t) {
+      const __m512 xv = _mm512_loadu_ps(x[t] + i);
+      static_for<NR>([&](auto r) { acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]); });
+    });
+  }
+  static_for<NT>([&](auto t) {
+    static_for<NR>([&](auto r) {
+      float sum = hsum_zmm(acc[t][r]);
+      for (int64_t i = nv * 16; i < n; ++i) sum += Load::one(wr[r], i) * x[t][i];
+      a.y[(t0 + t) * a.n_out + r0 + r] = sum;
+    });
+  });
+}
+
+constexpr int kFloatTileTokens = 4;
+// One token streams 4 rows (8 measured slower at decode), two take 8, three or more 6.
+constexpr int float_rows_per_tile(int n_tokens) { return n_tokens >= 3 ? 6 : n_tokens == 2 ? 8 : 4; }
+
+template <typename Load, int NT>
+void float_tiles_for_tokens(const MatmulArgs& a, int64_t t0, int64_t r_begin, int64_t r_end) {
+  constexpr int kNR = float_rows_per_tile(NT);
+  int64_t r = r_begin;
+  for (; r + kNR <= r_end; r += kNR) tile_float_zmm<Load, NT, kNR>(a, t0, r);
+  for (; r < r_end; ++r) tile_float_zmm<Load, NT, 1>(a, t0, r);
+}
+
+// Rows in chunks whose weights stay in L1/L2 while every token tile passes over them (as row_tiles).
+template <typename Load>
+void zmm_float_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  int64_t chunk = static_cast<int64_t>(48 * 1024 / (a.row_bytes + 1)) / 24 * 24;
+  chunk = chunk < 24 ? 24 : chunk > 240 ? 240 : chunk;
+  for (int64_t rc = row_begin; rc < row_end; rc += chunk) {
+    const int64_t rce = rc + chunk < row_end ? rc + chunk : row_end;
+    int64_t t = 0;
+    for (; t + kFloatTileTokens <= a.n_tokens; t += kFloatTileTokens)
+      float_tiles_for_tokens<Load, kFloatTileTokens>(a, t, rc, rce);
+    switch (a.n_tokens - t) {
+      case 3: float_tiles_for_tokens<Load, 3>(a, t, rc, rce); break;
+      case 2: float_tiles_for_tokens<Load, 2>(a, t, rc, rce); break;
+      case 1: float_tiles_for_tokens<Load, 1>(a, t, rc, rce); break;
+      default: break;
+    }
+  }
+}
+
+// The float panel tiles on zmm (matmul_panel_inl.h: PV). 32 registers: a prompt tile of 2 vectors (one panel) × 12
+// tokens keeps 24 accumulators, 2 weight vectors and a broadcast; one token streams 8 vectors (128 rows).
+struct PanelZmm {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kPackedVectors = 2, kPackedTokens = 12;
+  static constexpr int direct_vectors(int n_tokens) { return n_tokens <= 2 ? 8 : n_tokens == 3 ? 6 : 4; }
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V load_f32(const uint8_t* p) { return _mm512_loadu_ps(p); }
+  static V load_f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static V load_bf16(const uint8_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  // 16 FP8 E4M3 bytes as their values · 2^-8: the 7 magnitude bits moved into an fp16's exponent and mantissa.
+  static V load_fp8_scaled(const uint8_t* p) {
+    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i h =
+        _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 1), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+    return _mm512_cvtph_ps(h);
+  }
+  static void pin(V& v) { keep_in_zmm(v); }
+};
+
+}  // namespace
+
+void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
+  switch (args.type) {
+    case KernelType::F32: return zmm_float_rows<F32LoadZmm>(args, row_begin, row_end);
+    case KernelType::F16: return zmm_float_rows<F16LoadZmm>(args, row_begin, row_end);
+    case KernelType::BF16: return zmm_float_rows<BF16LoadZmm>(args, row_begin, row_end);
+    default: return panel_matmul_rows<PanelZmm>(args, row_begin, row_end);
+  }
+}
+
+}  // namespace tessera::kernels::avx512

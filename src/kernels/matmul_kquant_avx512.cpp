@@ -1,0 +1,243 @@
+// AVX-512 VNNI K-quant matmul kernels: the 256-bit tiles of matmul_kquant_inl.h with dpbusd as the byte dot
+// product, and 512-bit batch tiles for Q4_Kx8 and Q6_Kx8.
+#include <immintrin.h>
+
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialized variable) as the unused merge
+// source of their unmasked forms, and -W(maybe-)uninitialized reports every inlined use of them.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <cstdint>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_kquant_inl.h"
+#include "kernels/matmul_ymm_inl.h"
+#include "kernels/matmul_zmm_inl.h"
+#include "kernels/static_for.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+// Q4_K's unpacked scales for one tile column: per super-block sb, sub-block j and register z, the 16 rows'
+// d·sc_j at scales + ((sb·8 + j)·NZ + z)·16 and their dmin·m_j at the same place in mins. q4_kx8_scales' values
+// (the 256-bit tile's), unpacked once per column and token block for all of its token tiles, which had each
+// unpacked them again per super-block.
+struct Q4KColumnScales {
+  const float* scales;
+  const float* mins;
+};
+
+template <int NZ>
+Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
+  thread_local std::vector<float> scales, mins;
+  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q4_K>();
+  const size_t n = size_t(nsb) * 8 * NZ * 16;
+  if (scales.size() < n) scales.resize(n), mins.resize(n);
+  const size_t gs = 8 * a.row_bytes;
+  const uint8_t* wz[NZ];
+  register_groups<NZ>(a, group, wz);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    static_for<NZ>([&](auto z) TESSERA_INLINE {
+      alignas(32) float dsc[2][8][8], dmn[2][8][8];
+      const uint8_t* blk = wz[z] + sb * zmm_block_bytes<ZmmKind::Q4_K>();
+      q4_kx8_scales(blk, dsc[0], dmn[0]);
+      q4_kx8_scales(blk + gs, dsc[1], dmn[1]);
+      for (int j = 0; j < 8; ++j) {
+        const size_t at = ((size_t(sb) * 8 + size_t(j)) * NZ + z) * 16;
+        for (int h = 0; h < 2; ++h) {
+          std::memcpy(&scales[at + 8 * size_t(h)], dsc[h][j], 8 * sizeof(float));
+          std::memcpy(&mins[at + 8 * size_t(h)], dmn[h][j], 8 * sizeof(float));
+        }
+      }
+    });
+  }
+  return {scales.data(), mins.data()};
+}
+
+// Q4_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens: tile_q4_kx8's scheme with dpbusd. Per 32-value
+// sub-block j, 8 vectors of nibbles (values 4u..4u+3 of the 16 rows) times those 4 activation bytes broadcast
+// sum into int32 directly (the 256-bit tile's int16 sum widened by vpmaddwd is the same integer), then one FMA
+// for the q·x part and one for the min part, in the 256-bit tile's order, with the column's unpacked scales.
+template <int NZ, int NT>
+__attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
+                                                        int64_t group, const Ahead ahead, const Q4KColumnScales cs) {
+  constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q4_K>();
+  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q4_K>();
+  const size_t gs = 8 * a.row_bytes;
+  const uint8_t* wz[NZ];
+  register_groups<NZ>(a, group, wz);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[NZ][NT];
+  zero_tile(acc);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk[NZ];
+    static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
+    prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
+    static_for<8>([&](auto j) TESSERA_INLINE {
+      constexpr int chunk = decltype(j)::value / 2;
+      constexpr bool high = decltype(j)::value % 2 == 1;
+      const int64_t b = sb * 8 + j;
+      const int32_t* xb = x.q + b * 8 * NT;
+      __m512i s32[NZ][NT];
+      static_for<NZ>([&](auto z) TESSERA_INLINE {
+        static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
+      });
+      static_for<8>([&](auto u) TESSERA_INLINE {
+        __m512i q[NZ];
+        static_for<NZ>([&](auto z) TESSERA_INLINE {
+          const __m512i p = load_group_pair(blk[z] + 128 + 32 * (8 * chunk + u), gs);
+          q[z] = high ? _mm512_and_si512(_mm512_srli_epi16(p, 4), low4) : _mm512_and_si512(p, low4);
+        });
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          const __m512i xv = _mm512_set1_epi32(xb[u * NT + t]);
+          static_for<NZ>([&](auto z) TESSERA_INLINE {
+            s32[z][t] = _mm512_dpbusd_epi32(s32[z][t], q[z], xv);
+            keep_in_zmm(s32[z][t]);
+          });
+        });
+      });
+      static_for<NZ>([&](auto z) TESSERA_INLINE {
+        const size_t at = ((size_t(sb) * 8 + j) * NZ + z) * 16;
+        const __m512 sc = _mm512_loadu_ps(cs.scales + at);
+        const __m512 mn = _mm512_loadu_ps(cs.mins + at);
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          const __m512 qx = _mm512_cvtepi32_ps(s32[z][t]);
+          acc[z][t] = _mm512_fmadd_ps(qx, _mm512_mul_ps(sc, _mm512_set1_ps(x.scale[b * NT + t])), acc[z][t]);
+          acc[z][t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(x.block_sum[b * NT + t]), acc[z][t]);
+        });
+      });
+    });
+  }
+  store_tile<NZ, NT>(a, acc, t0, group);
+}
+
+// Q6_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens: tile_q6_kx8's operations on registers twice as
+// wide (vpmaddubsw and vpmaddwd by the sub-block scales, exact int16/int32 as there; with the scales applied per
+// 16 values in the integer step, dpbusd would save nothing).
+template <int NZ, int NT>
+__attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
+                                                        int64_t group, const Ahead ahead) {
+  constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q6_K>();
+  const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q6_K>();
+  const size_t gs = 8 * a.row_bytes;
+  const uint8_t* wz[NZ];
+  register_groups<NZ>(a, group, wz);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+  // Each 32-bit lane's low int16 copied to its high one: a row's scale for both halves of a vpmaddwd pair.
+  const __m512i dup16 = _mm512_set4_epi32(0x0d0c0d0c, 0x09080908, 0x05040504, 0x01000100);
+  __m512 acc[NZ][NT];
+  zero_tile(acc);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk[NZ];
+    static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
+    prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
+    __m512 d[NZ];
+    alignas(64) __m512i sc_pair[NZ][16], offset_pair[NZ][8];
+    static_for<NZ>([&](auto z) TESSERA_INLINE {
+      const uint8_t* gz = blk[z];
+      d[z] = load_group_pair_scales(gz, gs);
+      const uint8_t* scales = gz + 16 + 48 * 32;  // after the 8 fp16 d, 32 vectors of ql and 16 of qh
+      static_for<4>([&](auto k) TESSERA_INLINE {
+        const __m512i v = load_group_pair(scales + 32 * k, gs);
+        __m512i sc32[4];
+        static_for<4>([&](auto i) TESSERA_INLINE { sc32[i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24); });
+        static_for<4>([&](auto i) TESSERA_INLINE { sc_pair[z][4 * k + i] = _mm512_shuffle_epi8(sc32[i], dup16); });
+        static_for<2>([&](auto i) TESSERA_INLINE {
+          offset_pair[z][2 * k + i] =
+              _mm512_mask_blend_epi16(0xaaaaaaaa, sc32[2 * i], _mm512_slli_epi32(sc32[2 * i + 1], 16));
+        });
+      });
+    });
+    static_for<8>([&](auto bi) TESSERA_INLINE {
+      constexpr int b = decltype(bi)::value, n = b / 4, quarter = b % 4;
+      const int64_t blk32 = sb * 8 + b;
+      const int32_t* xb = x.q + blk32 * 8 * NT;
+      __m512i s32[NZ][NT];
+      static_for<NZ>([&](auto z) TESSERA_INLINE {
+        static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
+      });
+      static_for<4>([&](auto up) TESSERA_INLINE {  // unit pairs: sub-block 2b for pairs 0-1, 2b + 1 for pairs 2-3
+        __m512i q[NZ][2];
+        static_for<NZ>([&](auto z) TESSERA_INLINE {
+          const uint8_t* ql = blk[z] + 16;
+          const uint8_t* qh = ql + 32 * 32;
+          static_for<2>([&](auto i) TESSERA_INLINE {
+            constexpr int u = 2 * decltype(up)::value + decltype(i)::value;
+            const __m512i l = load_group_pair(ql + 32 * (16 * n + 8 * (quarter % 2) + u), gs);
+            const __m512i h = load_group_pair(qh + 32 * (8 * n + u), gs);
+            const __m512i lo = quarter < 2 ? _mm512_and_si512(l, low4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), low4);
+            __m512i hb;
+            if constexpr (quarter == 0) hb = _mm512_slli_epi16(h, 4);
+            if constexpr (quarter == 1) hb = _mm512_slli_epi16(h, 2);
+            if constexpr (quarter == 2) hb = h;
+            if constexpr (quarter == 3) hb = _mm512_srli_epi16(h, 2);
+            q[z][i] = _mm512_or_si512(lo, _mm512_and_si512(hb, bits45));
+          });
+        });
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          const __m512i x0 = _mm512_set1_epi32(xb[2 * up * NT + t]), x1 = _mm512_set1_epi32(xb[(2 * up + 1) * NT + t]);
+          static_for<NZ>([&](auto z) TESSERA_INLINE {
+            const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(q[z][0], x0), _mm512_maddubs_epi16(q[z][1], x1));
+            s32[z][t] = _mm512_add_epi32(s32[z][t], _mm512_madd_epi16(s16, sc_pair[z][2 * b + decltype(up)::value / 2]));
+            keep_in_zmm(s32[z][t]);
+          });
+        });
+      });
+      static_for<NT>([&](auto t) TESSERA_INLINE {
+        const __m512i sums = _mm512_set1_epi32(x.start[blk32 * NT + t]);
+        const __m512 dx = _mm512_set1_ps(x.scale[blk32 * NT + t]);
+        static_for<NZ>([&](auto z) TESSERA_INLINE {
+          const __m512i offset = _mm512_madd_epi16(offset_pair[z][b], sums);
+          const __m512i sum = _mm512_sub_epi32(s32[z][t], _mm512_slli_epi32(offset, 5));
+          acc[z][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d[z], dx), acc[z][t]);
+        });
+      });
+    });
+  }
+  store_tile<NZ, NT>(a, acc, t0, group);
+}
+
+// The K-quants' zmm families for zmm_interleaved_rows (matmul_zmm_inl.h): Q4_K unpacks its scales once per tile
+// column for all of the column's token tiles.
+struct Q4_KZmmFamily {
+  static constexpr ZmmKind kKind = ZmmKind::Q4_K;
+  using Ymm = Q4_Kx8Family;
+  using Column = Q4KColumnScales;
+  template <int NZ>
+  static Column column(const MatmulArgs& a, int64_t group) {
+    return unpack_q4_k_column<NZ>(a, group);
+  }
+  template <int NZ, int NT>
+  TESSERA_INLINE static void tile(const MatmulArgs& a, const PackedTile& x, int64_t t0, int64_t group,
+                                  const Ahead& ahead, const Column& column) {
+    tile_q4_kx8_zmm<NZ, NT>(a, x, t0, group, ahead, column);
+  }
+};
+
+struct Q6_KZmmFamily : NoColumnState {
+  static constexpr ZmmKind kKind = ZmmKind::Q6_K;
+  using Ymm = Q6_Kx8Family;
+  template <int NZ, int NT>
+  TESSERA_INLINE static void tile(const MatmulArgs& a, const PackedTile& x, int64_t t0, int64_t group,
+                                  const Ahead& ahead, const Column&) {
+    tile_q6_kx8_zmm<NZ, NT>(a, x, t0, group, ahead);
+  }
+};
+
+// Batches of at least this many tokens take the 512-bit tiles (decode and small batches the 256-bit ones; both
+// give the same bits). The K-quants' zmm tiles pay a fixed cost per tile column (Q4_K's scales unpacked for the
+// column, Q6_K's wider unpacking) that only prompts amortize: TinyLlama, 2 threads, 256-bit against 512-bit tiles at 4 / 16 / 32 tokens per step,
+// Q4_K 190 / 204 / 213 against 132 / 194 / 365 tok/s, Q6_K 124 / 132 / 143 against 59 / 143 / 164.
+constexpr int64_t kZmmKQuantMinTokens = 32;
+
+}  // namespace
+
+void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
+  if (args.n_tokens >= kZmmKQuantMinTokens) {
+    if (args.type == KernelType::Q4_Kx8) return zmm_interleaved_rows<Q4_KZmmFamily>(args, row_begin, row_end);
+    if (args.type == KernelType::Q6_Kx8) return zmm_interleaved_rows<Q6_KZmmFamily>(args, row_begin, row_end);
+  }
+  kquant_rows_ymm<YmmVnni>(args, row_begin, row_end);
+}
+
+}  // namespace tessera::kernels::avx512

@@ -1,0 +1,368 @@
+// Q4_K and Q6_K tiles on 256-bit registers, for both x86 levels (matmul_kquant_avx2.cpp,
+// matmul_kquant_avx512.cpp): rows, and Q4_Kx8 / Q6_Kx8 (interleaved groups of 8 rows). Anonymous namespace and
+// an explicit YmmIsa parameter, as matmul_ymm_inl.h explains.
+#pragma once
+
+#include "kernels/matmul_ymm_inl.h"
+
+namespace tessera::kernels {
+namespace {
+
+// Q4_K's 12 scale bytes hold eight 6-bit scales and eight 6-bit mins. Bytes 0-3: scales 0-3 (low 6 bits),
+// bytes 4-7: mins 0-3; bytes 8-11: low nibble scale 4-7, high nibble min 4-7, whose top two bits are the top
+// bits of bytes 0-3 (scales) and 4-7 (mins).
+inline void q4_k_unpack_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(mn, &mn_lo, 4);
+  std::memcpy(mn + 4, &mn_hi, 4);
+}
+
+inline __m256 u8x8_to_ps(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p)));
+}
+
+// Q4_K (144 bytes per 256 values): value = d·sc·q − dmin·m per 32-value sub-block, q in [0, 15]. The q·x part
+// is an unsigned × signed product; the min part needs only the activation block sums, 8 per super-block.
+template <typename Isa, int NT, int NR>
+__attribute__((noinline, flatten)) void tile_q4_k(const TileCtx& c) {
+  const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
+  __m256 acc[NT][NR], mins[NT][NR];
+  UNROLL
+  for (int t = 0; t < NT; ++t)
+    UNROLL
+    for (int r = 0; r < NR; ++r) acc[t][r] = mins[t][r] = _mm256_setzero_ps();
+  const int8_t* xq[NT];
+  const float* xd[NT];
+  const float* xs[NT];
+  UNROLL
+  for (int t = 0; t < NT; ++t) {
+    xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
+    xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
+    xs[t] = c.a.xq.block_sum + (c.t0 + t) * nb;
+  }
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    alignas(32) float dsc[NR][8];
+    const uint8_t* qs[NR];
+    UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* blk = c.wrow(r) + sb * 144;
+      prefetch(blk + kPrefetchBytes);
+      prefetch(blk + kPrefetchBytes + 64);
+      prefetch(blk + kPrefetchBytes + 128);
+      uint8_t sc[8], mn[8];
+      q4_k_unpack_scales(blk + 4, sc, mn);
+      _mm256_store_ps(dsc[r], _mm256_mul_ps(u8x8_to_ps(sc), _mm256_set1_ps(half_to_float(blk))));
+      const __m256 mv = _mm256_mul_ps(u8x8_to_ps(mn), _mm256_set1_ps(half_to_float(blk + 2)));
+      UNROLL
+      for (int t = 0; t < NT; ++t) mins[t][r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs[t] + sb * 8), mins[t][r]);
+      qs[r] = blk + 16;
+    }
+    UNROLL
+    for (int g = 0; g < 4; ++g) {
+      __m256i lo[NR], hi[NR];
+      UNROLL
+      for (int r = 0; r < NR; ++r) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i*)(qs[r] + 32 * g));
+        lo[r] = _mm256_and_si256(raw, mask);
+        hi[r] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+      }
+      const int64_t b = sb * 8 + 2 * g;
+      UNROLL
+      for (int t = 0; t < NT; ++t) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32 + 32));
+        const float d0 = xd[t][b], d1 = xd[t][b + 1];
+        UNROLL
+        for (int r = 0; r < NR; ++r) {
+          acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::dot_u8s8(lo[r], x0)),
+                                      _mm256_set1_ps(dsc[r][2 * g] * d0), acc[t][r]);
+          acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::dot_u8s8(hi[r], x1)),
+                                      _mm256_set1_ps(dsc[r][2 * g + 1] * d1), acc[t][r]);
+        }
+      }
+    }
+  }
+  UNROLL
+  for (int t = 0; t < NT; ++t)
+    UNROLL
+    for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]) - hsum(mins[t][r]);
+}
+
+// Q6_K (210 bytes per 256 values): ql[128] low nibbles, qh[64] two high bits, 16 int8 scales (one per 16
+// values), fp16 d; value = d·sc·(q − 32), q in [0, 63]. Scales are applied in the integer pairwise add
+// (maddubs then madd by the scale instead of by one); the −32 offset through the activations' 16-value sums.
+template <int NT, int NR>
+__attribute__((noinline, flatten)) void tile_q6_k(const TileCtx& c) {
+  const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
+  __m256 acc[NT][NR], offs[NT][NR];
+  UNROLL
+  for (int t = 0; t < NT; ++t)
+    UNROLL
+    for (int r = 0; r < NR; ++r) acc[t][r] = offs[t][r] = _mm256_setzero_ps();
+  const int8_t* xq[NT];
+  const float* xd[NT];
+  const int16_t* xs16[NT];
+  UNROLL
+  for (int t = 0; t < NT; ++t) {
+    xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
+    xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
+    xs16[t] = c.a.xq.sum16 + (c.t0 + t) * nb * 2;
+  }
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk[NR];
+    float d[NR];
+    __m128i sc8[NR];
+    UNROLL
+    for (int r = 0; r < NR; ++r) {
+      blk[r] = c.wrow(r) + sb * 210;
+      for (int line = 0; line < 210; line += 64) prefetch(blk[r] + kPrefetchBytes + line);
+      d[r] = half_to_float(blk[r] + 208);
+      sc8[r] = _mm_loadu_si128((const __m128i*)(blk[r] + 192));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8[r]);
+      UNROLL
+      for (int t = 0; t < NT; ++t) {
+        const __m256i s = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)(xs16[t] + sb * 16)));
+        const __m256 o = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_loadu_ps(xd[t] + sb * 8));
+        offs[t][r] = _mm256_fmadd_ps(o, _mm256_set1_ps(32.0f * d[r]), offs[t][r]);
+      }
+    }
+    UNROLL
+    for (int h = 0; h < 2; ++h) {
+      UNROLL
+      for (int k = 0; k < 4; ++k) {
+        // Block k of this half: low bits from ql[32 (k % 2) ...] nibble k / 2, high bits at qh bit 2k.
+        __m256i q[NR], scale16[NR];
+        UNROLL
+        for (int r = 0; r < NR; ++r) {
+          const __m256i ql = _mm256_loadu_si256((const __m256i*)(blk[r] + 64 * h + 32 * (k & 1)));
+          const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk[r] + 128 + 32 * h));
+          const __m256i lo = k < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+          __m256i hb;
+          switch (k) {
+            case 0: hb = _mm256_slli_epi16(qh, 4); break;
+            case 1: hb = _mm256_slli_epi16(qh, 2); break;
+            case 2: hb = qh; break;
+            default: hb = _mm256_srli_epi16(qh, 2); break;
+          }
+          q[r] = _mm256_or_si256(lo, _mm256_and_si256(hb, bits45));
+          const int s = 8 * h + 2 * k;  // scales s (values 0-15 of the block) and s + 1 (values 16-31)
+          const int8_t* scales = reinterpret_cast<const int8_t*>(blk[r] + 192);
+          scale16[r] = _mm256_set_m128i(_mm_set1_epi16(scales[s + 1]), _mm_set1_epi16(scales[s]));
+        }
+        const int64_t b = sb * 8 + 4 * h + k;
+        UNROLL
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xv = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
+          const float dx = xd[t][b];
+          UNROLL
+          for (int r = 0; r < NR; ++r) {
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], xv), scale16[r]);
+            acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[r] * dx), acc[t][r]);
+          }
+        }
+      }
+    }
+  }
+  UNROLL
+  for (int t = 0; t < NT; ++t)
+    UNROLL
+    for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]) - hsum(offs[t][r]);
+}
+
+// The 8 rows' d·sc_j and dmin·m_j for sub-blocks j = 0..7 of one Q4_Kx8 super-block (kernels/interleave.h):
+// q4_k_unpack_scales' bit moves with one row per 32-bit lane. V0's lanes hold each row's fp16 (d, dmin) pair;
+// one byte shuffle and one qword permute gather the 8 d and then the 8 dmin.
+TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], float dmn[8][8]) {
+  const __m256i pairs = _mm256_loadu_si256((const __m256i*)blk);
+  const __m256i a = _mm256_loadu_si256((const __m256i*)(blk + 32));
+  const __m256i b = _mm256_loadu_si256((const __m256i*)(blk + 64));
+  const __m256i c = _mm256_loadu_si256((const __m256i*)(blk + 96));
+  const __m256i d_then_dmin = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                                0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i split = _mm256_shuffle_epi8(pairs, d_then_dmin);
+  const __m256i ordered = _mm256_permute4x64_epi64(split, 0xd8);  // d0-3, d4-7, dmin0-3, dmin4-7
+  const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
+  const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
+  const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+  const __m256i sc[2] = {_mm256_and_si256(a, m6),
+                         _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top2))};
+  const __m256i mn[2] = {_mm256_and_si256(b, m6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4),
+                                                                  _mm256_and_si256(_mm256_srli_epi32(b, 2), top2))};
+  const __m256i byte = _mm256_set1_epi32(0xff);
+  static_for<8>([&](auto j) {
+    constexpr int half = decltype(j)::value / 4, shift = 8 * (decltype(j)::value % 4);
+    const __m256i s = _mm256_and_si256(_mm256_srli_epi32(sc[half], shift), byte);
+    const __m256i m = _mm256_and_si256(_mm256_srli_epi32(mn[half], shift), byte);
+    _mm256_store_ps(dsc[j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(s)));
+    _mm256_store_ps(dmn[j], _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m)));
+  });
+}
+
+// Q4_Kx8 (kernels/interleave.h), one group of 8 rows for NT tokens. value = d·sc_j·q − dmin·m_j per 32-value
+// sub-block j, q in [0, 15]. Each super-block's scales are unpacked once for the NT tokens (q4_kx8_scales);
+// sub-block j is then Q4_0x8's scheme: 8 vectors of its nibbles (values 4u..4u+3 of the 8 rows) times those 4
+// activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480), widened once, and finished with one
+// FMA for the q·x part and one for the min part (the activations' block sum). The same operations for every
+// token whatever NT is (batch invariance). Its lambdas, and Q6_Kx8's, are marked always-inline: with bodies this
+// large `flatten` alone left Q6_Kx8's block loop out of line at 3-4 tokens, its accumulators in memory.
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
+  const int64_t nsb = a.n_in / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const TileActs<NT> x(a, t0);
+  __m256 acc[NT];
+  static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = _mm256_setzero_ps(); });
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = group_block(a, group, sb, kBlockBytes);
+    alignas(32) float dsc[8][8], dmn[8][8];
+    q4_kx8_scales(blk, dsc, dmn);
+    static_for<8>([&](auto j) TESSERA_INLINE {
+      constexpr int chunk = decltype(j)::value / 2;
+      constexpr bool high = decltype(j)::value % 2 == 1;
+      __m256i s16[NT];
+      static_for<NT>([&](auto t) TESSERA_INLINE { s16[t] = _mm256_setzero_si256(); });
+      static_for<8>([&](auto u) TESSERA_INLINE {
+        const __m256i p = _mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * (8 * chunk + u)));
+        const __m256i q = high ? _mm256_and_si256(_mm256_srli_epi16(p, 4), low4) : _mm256_and_si256(p, low4);
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u)));
+          keep_in_register(s16[t]);
+        });
+      });
+      const __m256 sc = _mm256_load_ps(dsc[j]), mn = _mm256_load_ps(dmn[j]);
+      const int64_t b = sb * 8 + j;
+      static_for<NT>([&](auto t) TESSERA_INLINE {
+        const __m256 qx = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[t], ones));
+        acc[t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[t]);
+      });
+    });
+  }
+  static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
+}
+
+// Q6_Kx8 (kernels/interleave.h), one group of 8 rows for NT tokens. value = d·sc_j·(q − 32) per 16-value
+// sub-block j, q in [0, 63] from a ql nibble and two qh bits. Vector (quarter Q, unit u) of half n holds values
+// 128n + 32Q + 4u..+3 of the 8 rows: ql unit 16n + 8(Q % 2) + u (nibble Q / 2) and qh unit 8n + u (bits 2Q,
+// 2Q + 1), so activation block b = 4n + Q holds sub-blocks 2b and 2b + 1. Per block and token: two vpmaddubsw
+// add in int16 (at most 2·2·63·127 = 32004), vpmaddwd by the sub-block's scale widens them; the −32 offset is
+// 32·Σ sc_j·(Σx over sub-block j) from the activations' 16-value sums, all exact in int32; one conversion and
+// one FMA per block. The same operations for every token whatever NT is (batch invariance).
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 1680;  // 8 fp16 d, then 52 vectors: 32 of ql, 16 of qh, 4 of scales
+  const int64_t nsb = a.n_in / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+  // Each 32-bit lane's low int16 copied to its high one: a row's scale for both halves of a vpmaddwd pair.
+  const __m256i dup16 = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                         0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+  const TileActs<NT> x(a, t0);
+  __m256 acc[NT];
+  static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = _mm256_setzero_ps(); });
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = group_block(a, group, sb, kBlockBytes);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
+    const uint8_t* ql = blk + 16;
+    const uint8_t* qh = ql + 32 * 32;
+    const uint8_t* scales = qh + 16 * 32;
+    // Per sub-block j: the 8 rows' scales sign-extended to int32 (lane l = row l), as (sc, sc) int16 pairs for
+    // the products, and per block b as (sc_2b, sc_2b+1) pairs for the offset.
+    alignas(32) __m256i sc_pair[16], offset_pair[8];
+    static_for<4>([&](auto k) TESSERA_INLINE {
+      const __m256i v = _mm256_loadu_si256((const __m256i*)(scales + 32 * k));
+      __m256i sc32[4];
+      static_for<4>([&](auto i) TESSERA_INLINE { sc32[i] = _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * i), 24); });
+      static_for<4>([&](auto i) TESSERA_INLINE { sc_pair[4 * k + i] = _mm256_shuffle_epi8(sc32[i], dup16); });
+      static_for<2>([&](auto i) TESSERA_INLINE {
+        offset_pair[2 * k + i] =
+            _mm256_blend_epi16(sc32[2 * i], _mm256_slli_epi32(sc32[2 * i + 1], 16), 0xaa);
+      });
+    });
+    static_for<8>([&](auto bi) TESSERA_INLINE {
+      constexpr int b = decltype(bi)::value, n = b / 4, quarter = b % 4;
+      __m256i s32[NT];
+      static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_setzero_si256(); });
+      static_for<4>([&](auto up) TESSERA_INLINE {  // unit pairs: sub-block 2b for pairs 0-1, 2b + 1 for pairs 2-3
+        __m256i q[2];
+        static_for<2>([&](auto i) TESSERA_INLINE {
+          constexpr int u = 2 * decltype(up)::value + decltype(i)::value;
+          const __m256i l = _mm256_loadu_si256((const __m256i*)(ql + 32 * (16 * n + 8 * (quarter % 2) + u)));
+          const __m256i h = _mm256_loadu_si256((const __m256i*)(qh + 32 * (8 * n + u)));
+          const __m256i lo = quarter < 2 ? _mm256_and_si256(l, low4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+          __m256i hb;
+          if constexpr (quarter == 0) hb = _mm256_slli_epi16(h, 4);
+          if constexpr (quarter == 1) hb = _mm256_slli_epi16(h, 2);
+          if constexpr (quarter == 2) hb = h;
+          if constexpr (quarter == 3) hb = _mm256_srli_epi16(h, 2);
+          q[i] = _mm256_or_si256(lo, _mm256_and_si256(hb, bits45));
+        });
+        const __m256i sc = sc_pair[2 * b + decltype(up)::value / 2];
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          const int8_t* xu = x.q[t] + sb * 256 + 32 * b + 8 * decltype(up)::value;
+          const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0], broadcast32(xu)),
+                                               _mm256_maddubs_epi16(q[1], broadcast32(xu + 4)));
+          s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(s16, sc));
+          keep_in_register(s32[t]);
+        });
+      });
+      const int64_t blk32 = sb * 8 + b;
+      static_for<NT>([&](auto t) TESSERA_INLINE {
+        const __m256i offset = _mm256_madd_epi16(offset_pair[b], broadcast32(x.sum16[t] + 2 * blk32));
+        const __m256i sum = _mm256_sub_epi32(s32[t], _mm256_slli_epi32(offset, 5));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(d, _mm256_broadcast_ss(x.scale[t] + blk32)),
+                                 acc[t]);
+      });
+    });
+  }
+  static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
+}
+
+template <typename Isa>
+struct Q4_KTile {
+  template <int NT, int NR>
+  static void run(const TileCtx& c) { tile_q4_k<Isa, NT, NR>(c); }
+};
+
+template <typename Isa>
+struct Q6_KTile {
+  template <int NT, int NR>
+  static void run(const TileCtx& c) { tile_q6_k<NT, NR>(c); }
+};
+
+// Q4_Kx8 and Q6_Kx8 for interleaved_rows: tiles of up to 4 tokens, one group at a time.
+struct Q4_Kx8Family {
+  static constexpr bool kWide = false;
+  template <int NT>
+  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8<NT>(a, t0, group); }
+};
+struct Q6_Kx8Family {
+  static constexpr bool kWide = false;
+  template <int NT>
+  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q6_kx8<NT>(a, t0, group); }
+};
+
+// Q4_K, Q6_K, Q4_Kx8 or Q6_Kx8 rows [row_begin, row_end) on 256-bit tiles.
+template <typename Isa>
+void kquant_rows_ymm(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  switch (a.type) {
+    case KernelType::Q4_K: return row_tiles<Isa, Q4_KTile<Isa>>(a, row_begin, row_end, 0);
+    case KernelType::Q6_K: return row_tiles<Isa, Q6_KTile<Isa>>(a, row_begin, row_end, 0);
+    case KernelType::Q4_Kx8: return interleaved_rows<Q4_Kx8Family>(a, row_begin, row_end);
+    case KernelType::Q6_Kx8: return interleaved_rows<Q6_Kx8Family>(a, row_begin, row_end);
+    default: return;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::kernels

@@ -1,0 +1,28 @@
+// AVX-512 VNNI Q4_0 matmul kernels: the 256-bit tiles of matmul_q4_0_inl.h with dpbusd as the byte dot
+// product, and 512-bit batch tiles for Q4_0x8 (matmul_zmm_inl.h).
+#include <immintrin.h>
+
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialized variable) as the unused merge
+// source of their unmasked forms, and -W(maybe-)uninitialized reports every inlined use of them.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <cstdint>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_q4_0_inl.h"
+#include "kernels/matmul_ymm_inl.h"
+#include "kernels/matmul_zmm_inl.h"
+
+namespace tessera::kernels::avx512 {
+
+void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
+  // Decode streams weights at memory speed with the 256-bit tiles and their sign trick, which need no offset;
+  // batches take the 512-bit tiles (matmul_zmm_inl.h). Both give the same bits.
+  if (args.type == KernelType::Q4_0x8 && args.n_tokens >= 2) {
+    return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q4_0, Q4_0x8Family>>(args, row_begin, row_end);
+  }
+  q4_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
+}
+
+}  // namespace tessera::kernels::avx512

@@ -1,0 +1,67 @@
+// Q4_0 tiles on 256-bit registers, for both x86 levels (matmul_q4_0_avx2.cpp, matmul_q4_0_avx512.cpp): rows
+// through the 32-value block tile (matmul_block32_inl.h), Q4_0x8 (interleaved groups of 8 rows). Anonymous
+// namespace, for the reason matmul_ymm_inl.h gives.
+#pragma once
+
+#include "kernels/matmul_block32_inl.h"
+#include "kernels/matmul_ymm_inl.h"
+
+namespace tessera::kernels {
+namespace {
+
+// Q4_0x8 (kernels/interleave.h), one group of 8 rows for NT tokens: each register holds 4 values of all 8
+// rows, so the rows' sums stay in separate int32 lanes and every block ends with one conversion and one FMA for
+// the 8 rows instead of one per row. Per block and token: vector Vj's low nibbles are values 4j..4j+3 and its
+// high nibbles 16+4j..16+4j+3 of each row, multiplied (vpmaddubsw) with those 4 activation bytes broadcast; the
+// eight products add up in int16 (each pair sum is at most 2·15·127, eight of them 30480 < 32767), and vpmaddwd
+// by 1 leaves row l's Σ q·x in lane l. The nibbles' offset of 8 is exact integer arithmetic: 8·Σx from the two
+// 16-value sums of the activations. Every token runs the same operations whatever NT is (batch invariance).
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 144;  // 8 fp16 scales + 4 × 32 nibble bytes
+  const int64_t nb = a.n_in / 32;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), eights = _mm256_set1_epi16(8);
+  const TileActs<NT> x(a, t0);
+  __m256 acc[NT];
+  static_for<NT>([&](auto t) { acc[t] = _mm256_setzero_ps(); });
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group_block(a, group, b, kBlockBytes);
+    __m256i s16[NT];
+    static_for<NT>([&](auto t) { s16[t] = _mm256_setzero_si256(); });
+    static_for<4>([&](auto j) {
+      const __m256i p = _mm256_loadu_si256((const __m256i*)(blk + 16 + 32 * j));
+      const __m256i lo = _mm256_and_si256(p, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
+      static_for<NT>([&](auto t) {
+        const int8_t* xb = x.q[t] + b * 32;
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast32(xb + 4 * j)));
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast32(xb + 16 + 4 * j)));
+        keep_in_register(s16[t]);
+      });
+    });
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
+    static_for<NT>([&](auto t) {
+      const __m256i offset = _mm256_madd_epi16(broadcast32(x.sum16[t] + 2 * b), eights);
+      const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(s16[t], ones), offset);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_broadcast_ss(x.scale[t] + b)), acc[t]);
+    });
+  }
+  static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
+}
+
+// Q4_0x8 for interleaved_rows: tiles of up to 4 tokens, one group at a time.
+struct Q4_0x8Family {
+  static constexpr bool kWide = false;
+  template <int NT>
+  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_0x8<NT>(a, t0, group); }
+};
+
+// Q4_0 or Q4_0x8 rows [row_begin, row_end) on 256-bit tiles.
+template <typename Isa>
+void q4_0_rows_ymm(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.type == KernelType::Q4_0x8) return interleaved_rows<Q4_0x8Family>(a, row_begin, row_end);
+  block32_rows<Isa, Q4_0Block>(a, row_begin, row_end);
+}
+
+}  // namespace
+}  // namespace tessera::kernels
