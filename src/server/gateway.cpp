@@ -16,7 +16,7 @@ void Gateway::check_host(const HttpRequest& req) const {
   if (!options_.origins.host_allowed(req.header("Host")))
     throw ApiException(ErrorCode::PermissionDenied,
                        "the Host '" + std::string(req.header("Host").substr(0, 200)) +
-                           "' is not one this server answers to (--allowed-hosts)");
+                           "' is not one this server answers to (its allowed hosts)");
 }
 
 void Gateway::check_origin(const HttpRequest& req) const {
@@ -24,7 +24,7 @@ void Gateway::check_origin(const HttpRequest& req) const {
   if (!options_.origins.origin_allowed(origin))
     throw ApiException(ErrorCode::PermissionDenied,
                        "browser requests from origin '" + std::string(origin.substr(0, 200)) +
-                           "' are not allowed (--cors-origins)");
+                           "' are not allowed (not among its CORS origins)");
 }
 
 Client Gateway::authenticate(const HttpRequest& req, bool required) {

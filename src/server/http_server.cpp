@@ -490,7 +490,7 @@ HttpServer::~HttpServer() {
 uint16_t HttpServer::listen() {
   beast::error_code ec;
   const auto address = asio::ip::make_address(impl_->options.host, ec);
-  if (ec) fail("invalid --host '{}': {}", impl_->options.host, ec.message());
+  if (ec) fail("invalid listen address '{}': {}", impl_->options.host, ec.message());
   const tcp::endpoint ep(address, impl_->options.port);
   auto& a = impl_->acceptor;
   a.open(ep.protocol(), ec);
