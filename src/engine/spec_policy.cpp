@@ -1,0 +1,58 @@
+// Expected tokens per second with and without k draft tokens.
+#include "engine/spec_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera {
+namespace {
+
+// The estimate starts from even odds per token, weighing as much as this many judged tokens.
+constexpr double kPriorAcceptance = 0.5;
+constexpr double kPriorWeight = 8.0;
+// Per-step decay of the measured counts: about the last 200 steps count.
+constexpr double kDecay = 0.995;
+// While fewer judged tokens than this count (at the start, and again some hundred steps after speculation last
+// ran), the decision assumes this acceptance: a probe that measures the real one. Without it, a proposer that
+// costs something (a draft model) would never be tried, its acceptance never measured.
+constexpr double kExploreBelow = 16.0;
+constexpr double kExploreAcceptance = 0.9;
+
+}  // namespace
+
+double SpecPolicy::acceptance() const {
+  return (accepted_ + kPriorAcceptance * kPriorWeight) / (judged_ + kPriorWeight);
+}
+
+void SpecPolicy::observe(int64_t n_draft, int64_t accepted) {
+  // A run of `accepted` then a rejection judged accepted + 1 tokens; a full run judged them all. Counting only
+  // judged tokens estimates the per-token probability of the geometric model below without bias.
+  accepted_ += double(accepted);
+  judged_ += double(accepted < n_draft ? accepted + 1 : accepted);
+}
+
+int64_t SpecPolicy::choose_k(int64_t n_spec, int64_t n_decode, int64_t n_tokens) {
+  accepted_ *= kDecay;
+  judged_ *= kDecay;
+  if (n_spec <= 0) return 0;
+  if (options_.switch_policy == SpecSwitch::Always) return options_.spec_tokens;
+  const double measured = judged_ < kExploreBelow ? std::max(acceptance(), kExploreAcceptance) : acceptance();
+  const double a = std::clamp(measured, 0.0, 0.999);
+  const double plain = double(n_decode) / cost_.seconds(n_tokens);
+  int64_t best_k = 0;
+  double best = plain;
+  for (int64_t k = 1; k <= options_.spec_tokens; ++k) {
+    // Tokens a sequence gains from k guesses, each kept with probability a until the first miss, plus the
+    // target's own token: (1 - a^(k+1)) / (1 - a).
+    const double per_seq = (1.0 - std::pow(a, double(k + 1))) / (1.0 - a);
+    const double tokens = double(n_decode - n_spec) + double(n_spec) * per_seq;
+    const double seconds = cost_.seconds(n_tokens + n_spec * k) + proposer_.estimate_seconds(n_spec, k);
+    if (const double rate = tokens / seconds; rate > best) {
+      best = rate;
+      best_k = k;
+    }
+  }
+  return best_k;
+}
+
+}  // namespace tessera
