@@ -31,8 +31,11 @@ class SpecPolicy {
   const Proposer& proposer_;
   StepCost cost_;
   // Judged draft tokens, decayed every step so that the estimate follows the workload; while speculation is
-  // off they fade until a probe measures again (a one-off bad stretch does not turn it off for good).
+  // off they fade, and a probe measures again now and then (a one-off bad stretch does not turn it off for good).
   double accepted_ = 0.0, judged_ = 0.0;
+  bool probing_ = true;        // deciding as if acceptance were high, to measure it (spec_policy.cpp)
+  double probe_until_ = 8.0;   // the probe ends once judged_ reaches this
+  int64_t steps_off_ = 0;      // consecutive decisions without speculation
 };
 
 }  // namespace tessera
