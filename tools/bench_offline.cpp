@@ -106,10 +106,10 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
   }
-  std::printf("\n%-11s %9s %10s %9s %9s %9s %9s %9s %11s %11s %11s\n", "mode", "req/s", "out tok/s", "lat mean",
+  std::printf("\n%-15s %9s %10s %9s %9s %9s %9s %9s %11s %11s %11s\n", "mode", "req/s", "out tok/s", "lat mean",
               "lat p50", "lat p99", "ttft p50", "ttft p99", "peak KV MB", "held KV MB", "contig. MB");
   for (const auto& r : results) {
-    std::printf("%-11s %9.2f %10.1f %8.2fs %8.2fs %8.2fs %8.2fs %8.2fs %11.1f %11.1f %11.1f\n", r.mode.c_str(),
+    std::printf("%-15s %9.2f %10.1f %8.2fs %8.2fs %8.2fs %8.2fs %8.2fs %11.1f %11.1f %11.1f\n", r.mode.c_str(),
                 r.requests_per_s, r.output_tokens_per_s, r.latency_s.mean, r.latency_s.p50, r.latency_s.p99,
                 r.ttft_s.p50, r.ttft_s.p99, double(r.peak_kv_bytes) / 1048576.0,
                 double(r.peak_kv_held_bytes) / 1048576.0, double(r.contiguous_kv_bytes) / 1048576.0);
