@@ -52,6 +52,8 @@ std::span<const float> DraftModelProposer::run_batch() {
 }
 
 void DraftModelProposer::propose(std::span<DraftSlot> slots) {
+  if (slots.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
   const auto n_vocab = size_t(model_->config().n_vocab);
   const int64_t n_ctx = model_->config().n_ctx_train;
   // The drafting sequences of this step and the state of each.
@@ -111,6 +113,10 @@ void DraftModelProposer::propose(std::span<DraftSlot> slots) {
     live.swap(next);
     states.swap(next_states);
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto n = int64_t(slots.size());
+  const double rounds = double(slots.front().k) * cost_.seconds(n);
+  catch_up_seconds_ = 0.8 * catch_up_seconds_ + 0.2 * std::max(0.0, seconds - rounds) / double(n);
 }
 
 void DraftModelProposer::calibrate(int64_t max_tokens) {
@@ -135,9 +141,8 @@ void DraftModelProposer::calibrate(int64_t max_tokens) {
 }
 
 double DraftModelProposer::estimate_seconds(int64_t n_seqs, int64_t k) const {
-  // k rounds of n_seqs tokens; the catch-up of the round before (about one accepted run per sequence) rides
-  // in the first round.
-  return double(k) * cost_.seconds(n_seqs);
+  // k rounds of n_seqs tokens, and each sequence's measured catch-up.
+  return double(k) * cost_.seconds(n_seqs) + catch_up_seconds_ * double(n_seqs);
 }
 
 }  // namespace tessera
