@@ -54,7 +54,10 @@ int64_t SpecPolicy::choose_k(int64_t n_spec, int64_t n_decode, int64_t n_tokens)
     // target's own token: (1 - a^(k+1)) / (1 - a).
     const double per_seq = (1.0 - std::pow(a, double(k + 1))) / (1.0 - a);
     const double tokens = double(n_decode - n_spec) + double(n_spec) * per_seq;
-    const double seconds = cost_.seconds(n_tokens + n_spec * k) + proposer_.estimate_seconds(n_spec, k);
+    // A probe leaves the proposer's cost out: measuring it again is part of what the probe is for (a draft
+    // model's catch-up estimate, once high, would otherwise keep every later probe from running).
+    const double proposer_seconds = probing_ ? 0.0 : proposer_.estimate_seconds(n_spec, k);
+    const double seconds = cost_.seconds(n_tokens + n_spec * k) + proposer_seconds;
     if (const double rate = tokens / seconds; rate > best) {
       best = rate;
       best_k = k;

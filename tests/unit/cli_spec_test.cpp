@@ -22,8 +22,10 @@ TEST(CliSpec, NgramAndDraftGiveThePlainGreedyText) {
   ASSERT_EQ(ngram.exit_code, 0) << ngram.err;
   EXPECT_EQ(ngram.out, plain.out);
   EXPECT_NE(ngram.err.find("speculative (ngram, k=3)"), std::string::npos) << ngram.err;
-  // The embedded model drafting for itself (the same vocabulary, trivially).
-  const CommandResult self = run_tessera(std::string(kRun) + "--draft-model " + tessera::testing::source_path("models/stories260K.gguf"));
+  // The embedded model drafting for itself (the same vocabulary, trivially), on every step: whether the cost
+  // model would draft with a model as costly as the target is not what this checks.
+  const CommandResult self = run_tessera(std::string(kRun) + "--spec-switch always --draft-model " +
+                                         tessera::testing::source_path("models/stories260K.gguf"));
   ASSERT_EQ(self.exit_code, 0) << self.err;
   EXPECT_EQ(self.out, plain.out);
   EXPECT_NE(self.err.find("acceptance 1.000"), std::string::npos) << self.err;
