@@ -34,6 +34,7 @@ void add_offline_bench_options(CLI::App* cmd, OfflineBenchCli& o) {
   cmd->add_option("--kv-cache-mb", o.kv_cache_mb, "--offline: KV cache size (0: derived)");
   cmd->add_option("--scaling-seqs", o.bench.scaling_sequences, "--offline: sequences of the decode-scaling probe")
       ->capture_default_str()->check(CLI::Range(1, 4096));
+  add_spec_options(cmd, o.spec);
 }
 
 int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenchCli o, int threads, bool json,
@@ -44,6 +45,7 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
     return 1;
   }
   b.engine.threads = threads;
+  b.engine.speculative = speculative_from_flags(o.spec, *model, o.load, o.ignore_memory_check);
   b.engine.kv_cache_bytes = o.kv_cache_mb << 20;
   fit_engine_kv_cache(*model, b.engine, available_bytes, fmt::format("--kv-cache-mb {}", o.kv_cache_mb));
   b.engine.scheduling.batch_size = std::min(b.engine.scheduling.batch_size, b.engine.scheduling.max_seqs);
@@ -90,7 +92,11 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
                               {"peak_kv_held_bytes", r.peak_kv_held_bytes},
                               {"peak_running", r.peak_running},
                               {"contiguous_kv_bytes", r.contiguous_kv_bytes},
-                              {"preemptions", r.preemptions}});
+                              {"preemptions", r.preemptions},
+                              {"spec_acceptance", r.spec_acceptance},
+                              {"spec_tokens_per_verification", r.spec_tokens_per_verification},
+                              {"spec_drafts", r.spec_drafts},
+                              {"spec_steps_off", r.spec_steps_off}});
     }
     doc["continuous_vs_static_output_tokens"] = speedup;
     doc["decode_scaling"] = {{"sequences", scaling.n_sequences},
@@ -100,15 +106,23 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
   }
-  std::printf("\n%-11s %9s %10s %9s %9s %9s %9s %9s %11s %11s %11s\n", "mode", "req/s", "out tok/s", "lat mean",
+  std::printf("\n%-15s %9s %10s %9s %9s %9s %9s %9s %11s %11s %11s\n", "mode", "req/s", "out tok/s", "lat mean",
               "lat p50", "lat p99", "ttft p50", "ttft p99", "peak KV MB", "held KV MB", "contig. MB");
   for (const auto& r : results) {
-    std::printf("%-11s %9.2f %10.1f %8.2fs %8.2fs %8.2fs %8.2fs %8.2fs %11.1f %11.1f %11.1f\n", r.mode.c_str(),
+    std::printf("%-15s %9.2f %10.1f %8.2fs %8.2fs %8.2fs %8.2fs %8.2fs %11.1f %11.1f %11.1f\n", r.mode.c_str(),
                 r.requests_per_s, r.output_tokens_per_s, r.latency_s.mean, r.latency_s.p50, r.latency_s.p99,
                 r.ttft_s.p50, r.ttft_s.p99, double(r.peak_kv_bytes) / 1048576.0,
                 double(r.peak_kv_held_bytes) / 1048576.0, double(r.contiguous_kv_bytes) / 1048576.0);
   }
   std::printf("\ncontinuous / static output tokens/s: %.2fx (target >= 1.5x)\n", speedup);
+  for (const auto& r : results) {
+    if (r.mode != "continuous+spec" || cont == nullptr) continue;
+    std::printf("speculative (%s, k=%lld): %.3fx the output tokens/s of continuous without it (target >= 0.95x); "
+                "acceptance %.3f, %.2f tokens per verification, %llu verifications, %llu steps switched off\n",
+                spec_method_name(b.engine.speculative.method), (long long)b.engine.speculative.spec_tokens,
+                r.output_tokens_per_s / cont->output_tokens_per_s, r.spec_acceptance, r.spec_tokens_per_verification,
+                (unsigned long long)r.spec_drafts, (unsigned long long)r.spec_steps_off);
+  }
   std::printf("decode scaling: 1 sequence %.1f tok/s, %d sequences %.1f tok/s aggregate: %.2fx (target >= 6x)\n",
               scaling.single_tokens_per_s, scaling.n_sequences, scaling.batched_tokens_per_s, scaling.speedup());
   return 0;

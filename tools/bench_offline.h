@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "bench/offline_bench.h"
+#include "spec_flags.h"
 
 namespace tessera {
 
@@ -14,6 +15,9 @@ struct OfflineBenchCli {
   bool enabled = false;
   OfflineBenchOptions bench;
   uint64_t kv_cache_mb = 0;
+  SpecFlags spec;  // adds the mode continuous+spec
+  LoadOptions load;
+  bool ignore_memory_check = false;
 };
 
 // Registers --offline and the workload/engine flags on the bench subcommand.

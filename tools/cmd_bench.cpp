@@ -18,6 +18,7 @@
 #include "core/kv_type.h"
 #include "model/model.h"
 #include "bench_offline.h"
+#include "bench_spec_cost.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
 
@@ -35,6 +36,7 @@ struct BenchOptions {
   std::string kv_type = "f16";
   bool json = false;
   bool quick = false;
+  bool spec_cost_only = false;  // --spec-cost: only the verification cost table
   bool ignore_memory_check = false;
   OfflineBenchCli offline;
 };
@@ -106,14 +108,34 @@ int bench_offline(const BenchOptions& o) {
   const LoadedModel loaded = load_bench_model(o, pool);
   OfflineBenchCli offline = o.offline;
   offline.bench.engine.kv_type = *kv_type;
+  offline.load = o.load;
+  offline.ignore_memory_check = o.ignore_memory_check;
   return run_offline_bench_cli(loaded.model, offline, o.threads > 0 ? o.threads : ThreadPool::physical_core_count(),
                                o.json, memory_for_check(o.ignore_memory_check));
+}
+
+// --spec-cost: the verification cost table alone (a minute, not the whole roofline run).
+int bench_spec_cost(const BenchOptions& o) {
+  const std::optional<KvType> kv_type = kv_type_from_name(o.kv_type);
+  if (!kv_type) fail("unknown KV cache type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
+  ThreadPool pool(o.threads);
+  const LoadedModel loaded = load_bench_model(o, pool);
+  const SpecCostReport r = measure_spec_cost(loaded.model, pool, *kv_type, o.quick);
+  if (o.json) {
+    std::printf("%s\n", r.json().dump(2).c_str());
+    return 0;
+  }
+  std::printf("model      %s, %d threads, %s kernels\n\n", loaded.name.c_str(), pool.size(),
+              std::string(isa_name(kernel_isa(active_isa()))).c_str());
+  r.print();
+  return 0;
 }
 
 int bench(const BenchOptions& o) {
   if (o.model_path.empty() == o.preset.empty()) fail("give either -m MODEL or --preset NAME --type TYPE");
   const std::optional<KvType> kv_type = kv_type_from_name(o.kv_type);
   if (!kv_type) fail("unknown KV cache type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
+  if (o.spec_cost_only) return bench_spec_cost(o);
   ThreadPool pool(o.threads);
   const int peak_reps = o.quick ? 2 : 3;
   PeakProbes peaks;
@@ -163,6 +185,7 @@ int bench(const BenchOptions& o) {
     if (b == 1) bw_after = probe.measure_gbs(bw_reps);
   }
   const double bandwidth = (bw_before + bw_after) / 2;
+  const SpecCostReport spec_cost = measure_spec_cost(model, pool, *kv_type, o.quick);
 
   const uint64_t weight_bytes = model->weight_bytes();
   const double decode_gbs = double(weight_bytes) * decode[1].tokens_per_s * 1e-9;
@@ -217,6 +240,7 @@ int bench(const BenchOptions& o) {
   r["batch16_speedup"] = speedup16;
   r["batch16_speedup_roofline_bound"] = speedup16_bound;
   r["batch16_bound_ratio"] = speedup16 / speedup16_bound;
+  r["spec_verify_cost"] = spec_cost.json();
   r["weight_bytes_per_token"] = weight_bytes;
   r["file_tensor_bytes"] = tensor_bytes;
   if (file_bytes > 0) r["file_bytes"] = file_bytes;
@@ -270,6 +294,8 @@ int bench(const BenchOptions& o) {
   }
   std::printf("%-34s %11.1fx (roofline bound %.1fx: %.0f%% of it)\n\n", "batch-16 speedup over batch 1", speedup16,
               speedup16_bound, 100 * speedup16 / speedup16_bound);
+  spec_cost.print();
+  std::printf("\n");
   std::printf("%-34s %9.3f GiB\n", "weights read per decode step", gib(weight_bytes));
   std::printf("%-34s %9.3f GiB\n", "tensor bytes (file)", gib(tensor_bytes));
   std::printf("%-34s %9.3f GiB\n", "VmRSS after load", gib(after_load.rss));
@@ -301,6 +327,8 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f32, f16, bf16, int8, fp8")->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object instead of the table");
   cmd->add_flag("--quick", o->quick, "fewer repetitions and a smaller bandwidth buffer");
+  cmd->add_flag("--spec-cost", o->spec_cost_only,
+                "only the speculative verification cost: a step of k = 1, 2, 4, 8 draft tokens / a decode step");
   add_offline_bench_options(cmd, o->offline);
   add_bench_serve_subcommand(cmd, action);
   cmd->callback([&action, o] {

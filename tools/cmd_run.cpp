@@ -6,6 +6,7 @@
 #include <random>
 
 #include "commands.h"
+#include "spec_flags.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/kv_sizing.h"
@@ -28,6 +29,7 @@ struct RunOptions {
   int64_t seed = -1;
   std::string kv_type = "f16";
   LoadOptions load;
+  SpecFlags spec;
   SamplingParams sampling;
   // The model's recommended values (general.sampling.*) replace the CLI defaults of the fields whose options
   // were not given, as llama.cpp's CLI does; given options always win.
@@ -62,7 +64,8 @@ int run(const RunOptions& o) {
   ThreadPool pool(o.threads);
   const auto kv_type = kv_type_from_name(o.kv_type);
   if (!kv_type) fail("unknown --kv-type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
-  OfflineEngine engine(model, pool, context_for(*model, o, *kv_type), 512, *kv_type);
+  const SpeculativeOptions spec = speculative_from_flags(o.spec, *model, o.load, o.ignore_memory_check);
+  OfflineEngine engine(model, pool, context_for(*model, o, *kv_type), 512, *kv_type, spec);
 
   const SamplingDefaults from_model = model_defaults_not_overridden(model->sampling_defaults(), o);
   if (!from_model.empty()) std::fprintf(stderr, "sampling defaults from the model: %s\n", from_model.describe().c_str());
@@ -88,6 +91,13 @@ int run(const RunOptions& o) {
   std::fprintf(stderr, "generation: %5lld tokens in %8.2f ms (%8.1f tokens/s), finish: %s\n", (long long)n_gen,
                r.generation_seconds * 1e3, r.generation_seconds > 0 ? n_gen / r.generation_seconds : 0.0,
                finish_reason_name(r.finish_reason));
+  if (spec.enabled()) {
+    const EngineStats s = engine.stats();
+    std::fprintf(stderr, "speculative (%s, k=%lld): %llu drafts, acceptance %.3f, %.2f tokens per verification, "
+                 "%llu steps switched off\n",
+                 spec_method_name(spec.method), (long long)spec.spec_tokens, (unsigned long long)s.n_spec_drafts,
+                 s.spec_acceptance(), s.spec_tokens_per_verification(), (unsigned long long)s.n_spec_steps_off);
+  }
   return 0;
 }
 
@@ -129,6 +139,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache storage: f32, f16, bf16, int8, fp8")->capture_default_str();
   cmd->add_flag("--ignore-eos", o->sampling.ignore_eos, "keep generating after end-of-sequence");
   cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
+  add_spec_options(cmd, o->spec);
   cmd->callback([&action, o, temp, top_k, top_p, min_p, repeat] {
     o->given = {temp->count() > 0, top_k->count() > 0, top_p->count() > 0, min_p->count() > 0, repeat->count() > 0};
     action = [o] { return run(*o); };

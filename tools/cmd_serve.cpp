@@ -21,6 +21,7 @@
 #include "server/http_server.h"
 #include "server/lifecycle.h"
 #include "server/service.h"
+#include "spec_flags.h"
 
 namespace tessera {
 namespace {
@@ -47,6 +48,7 @@ struct ServeOptions {
   double result_cache_mb = 64.0;
   double result_cache_ttl_s = 600.0;
   double drain_timeout_s = 30.0;
+  SpecFlags spec;  // speculative decoding, primary model only (a draft matches one vocabulary)
 };
 
 // The default connection cap: the descriptor limit less room for the model files, the engine, a refused
@@ -91,11 +93,15 @@ int serve(ServeOptions& o) {
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
   std::shared_ptr<Model> fallback_model;
   if (!o.fallback_path.empty()) fallback_model = load_model_or_embedded(o.fallback_path, o.load, o.ignore_memory_check);
-  // Both models and both KV caches share the memory.
+  // Both models, the draft and both KV caches share the memory (0 stays "no check").
   EngineOptions primary_options = o.engine, fallback_options = o.engine;
+  primary_options.speculative = speculative_from_flags(o.spec, *model, o.load, o.ignore_memory_check);
+  const std::shared_ptr<const Model>& draft = primary_options.speculative.draft_model;
+  const uint64_t total = memory_for_check(o.ignore_memory_check);
+  const uint64_t draft_bytes = draft ? draft->weight_bytes() : 0;
   std::vector<std::pair<const Model*, EngineOptions*>> engines{{model.get(), &primary_options}};
   if (fallback_model) engines.push_back({fallback_model.get(), &fallback_options});
-  fit_engine_kv_caches(engines, memory_for_check(o.ignore_memory_check));
+  fit_engine_kv_caches(engines, total == 0 ? 0 : total > draft_bytes ? total - draft_bytes : 1);
   auto primary = std::make_shared<Engine>(model, primary_options);
   std::shared_ptr<Engine> fallback;
   if (fallback_model) fallback = std::make_shared<Engine>(fallback_model, fallback_options);
@@ -272,6 +278,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--preferred-batch", o->engine.scheduling.batch_size, "window batching: batch size")
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_flag("--no-prefix-caching{false}", o->engine.prefix_caching, "do not reuse cached prompt prefixes");
+  add_spec_options(cmd, o->spec);
   cmd->callback([&action, o] { action = [o] { return serve(*o); }; });
 }
 

@@ -112,6 +112,54 @@ ThroughputMeasurement measure_decode(std::shared_ptr<const Model> model, ThreadP
   return m;
 }
 
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+}  // namespace
+
+VerifyCost measure_verify_cost(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t batch_size,
+                               const std::vector<int64_t>& ks, int64_t n_prompt, int64_t rounds, KvType kv_type) {
+  n_prompt = std::max<int64_t>(1, n_prompt);
+  const int64_t max_k = ks.empty() ? 0 : *std::max_element(ks.begin(), ks.end());
+  Sequences seqs(*model, batch_size, n_prompt + 1 + max_k, kv_type);
+  Forward forward(model, seqs.kv, pool);
+  ForwardBatch batch;
+  for (int64_t s = 0; s < batch_size; ++s) {
+    const int32_t seq = batch.add_sequence(seqs.tables[size_t(s)]);
+    for (int64_t p = 0; p < n_prompt; ++p) batch.add_token(token_for(*model, s, p), int32_t(p), seq, p + 1 == n_prompt);
+  }
+  forward.run(batch);
+
+  // One step of n tokens per sequence at positions [n_prompt, n_prompt + n), every one with logits.
+  auto step = [&](int64_t n) {
+    batch.clear();
+    for (int64_t s = 0; s < batch_size; ++s) {
+      const int32_t seq = batch.add_sequence(seqs.tables[size_t(s)]);
+      for (int64_t i = 0; i < n; ++i) batch.add_token(token_for(*model, s, n_prompt + i), int32_t(n_prompt + i), seq, true);
+    }
+    const double start = now_seconds();
+    forward.run(batch);
+    return now_seconds() - start;
+  };
+  step(1);  // untimed: first use of the workspaces
+  for (int64_t k : ks) step(k + 1);
+  std::vector<double> decode;
+  std::vector<std::vector<double>> verify(ks.size());
+  for (int64_t r = 0; r < std::max<int64_t>(1, rounds); ++r) {
+    decode.push_back(step(1));
+    for (size_t i = 0; i < ks.size(); ++i) verify[i].push_back(step(ks[i] + 1));
+  }
+  VerifyCost c;
+  c.decode_step_seconds = median(decode);
+  for (size_t i = 0; i < ks.size(); ++i) c.verify_step_seconds.emplace_back(ks[i], median(verify[i]));
+  return c;
+}
+
 uint64_t layer_matmul_elements(const Model& model) {
   auto elements = [](const WeightMatrix& m) { return uint64_t(m.n_out) * uint64_t(m.n_in); };
   uint64_t total = 0;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "core/kv_type.h"
@@ -31,6 +33,20 @@ ThroughputMeasurement measure_prefill(std::shared_ptr<const Model> model, Thread
 // steps of one token per sequence with logits for every sequence, as a serving engine runs them.
 ThroughputMeasurement measure_decode(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t batch,
                                      int64_t n_prompt, int64_t steps, KvType kv_type = KvType::F16);
+
+// The cost of speculative verification: `batch` sequences prefilled with n_prompt tokens, then `rounds` rounds
+// that each time one ordinary decode step (one token per sequence) and, right after it, one step per k in `ks`
+// running k + 1 tokens per sequence (the last token and k draft tokens, every one with logits, as a verification
+// chunk). Every round rewrites the same positions, so all steps attend over the same context; interleaving the
+// steps within a round makes the ratios immune to the machine's drift. Medians over the rounds.
+struct VerifyCost {
+  double decode_step_seconds = 0.0;
+  std::vector<std::pair<int64_t, double>> verify_step_seconds;  // (k, median seconds)
+  double ratio(size_t i) const { return verify_step_seconds[i].second / decode_step_seconds; }
+};
+VerifyCost measure_verify_cost(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t batch,
+                               const std::vector<int64_t>& ks, int64_t n_prompt, int64_t rounds,
+                               KvType kv_type = KvType::F16);
 
 // Multiply-adds of the layer matrices per token (the work a prefill token costs; the output head runs for the
 // last prompt token only). Attention scores are not counted.

@@ -58,13 +58,13 @@ struct Tracker {
 };
 
 OfflineModeResult run_mode(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& o,
-                           SchedulingPolicy mode,
-                           const Workload& w) {
+                           SchedulingPolicy mode, bool speculative, const Workload& w) {
   EngineOptions eo = o.engine;
   eo.scheduling.policy = mode;
+  if (!speculative) eo.speculative = {};
   Engine engine(model, eo);
   OfflineModeResult r;
-  r.mode = scheduling_policy_name(mode);
+  r.mode = std::string(scheduling_policy_name(mode)) + (speculative ? "+spec" : "");
   r.n_requests = int(w.requests.size());
   const uint64_t bytes_per_block = engine.stats().kv_bytes_per_token * uint64_t(eo.kv_block_size);
   std::mutex peak_mutex;
@@ -100,7 +100,12 @@ OfflineModeResult run_mode(const std::shared_ptr<const Model>& model, const Offl
   r.output_tokens_per_s = double(t.output_tokens) / r.seconds;
   r.latency_s = percentiles(t.latency);
   r.ttft_s = percentiles(t.ttft);
-  r.preemptions = engine.stats().n_preemptions;
+  const EngineStats stats = engine.stats();
+  r.preemptions = stats.n_preemptions;
+  r.spec_acceptance = stats.spec_acceptance();
+  r.spec_tokens_per_verification = stats.spec_tokens_per_verification();
+  r.spec_drafts = stats.n_spec_drafts;
+  r.spec_steps_off = stats.n_spec_steps_off;
   const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : model->config().n_ctx_train;
   r.contiguous_kv_bytes = uint64_t(std::max<int64_t>(r.peak_running, 1)) * uint64_t(n_ctx) * engine.stats().kv_bytes_per_token;
   return r;
@@ -112,6 +117,7 @@ double decode_rate(const std::shared_ptr<const Model>& model, const OfflineBench
   EngineOptions eo = o.engine;
   eo.scheduling.policy = SchedulingPolicy::Continuous;
   eo.scheduling.max_seqs = std::max<int64_t>(eo.scheduling.max_seqs, n);
+  eo.speculative = {};  // the probe measures batching alone
   Engine engine(model, eo);
   const Workload w = make_workload(*model, o, n, 16, o.scaling_output_tokens, o.scaling_output_tokens);
   std::mutex mutex;
@@ -148,7 +154,9 @@ std::vector<OfflineModeResult> run_offline_bench(const std::shared_ptr<const Mod
   const Workload w = make_workload(*model, options, options.n_requests, options.prompt_tokens,
                                    options.min_output_tokens, options.max_output_tokens);
   std::vector<OfflineModeResult> results;
-  for (SchedulingPolicy mode : options.modes) results.push_back(run_mode(model, options, mode, w));
+  for (SchedulingPolicy mode : options.modes) results.push_back(run_mode(model, options, mode, false, w));
+  if (options.engine.speculative.enabled())
+    results.push_back(run_mode(model, options, SchedulingPolicy::Continuous, true, w));
   return results;
 }
 

@@ -30,6 +30,8 @@ struct OfflineBenchOptions {
   // that static batching runs in waves held by their longest output and the comparison measures something
   // (with as many slots as requests, every mode does the same work).
   EngineOptions engine = sixteen_slots();
+  // engine.speculative on: the policies run without it, and one more mode, "continuous+spec", runs continuous
+  // batching with it on the same workload.
   int scaling_sequences = 32;   // the decode-scaling probe: this many sequences vs one
   int scaling_output_tokens = 64;
 };
@@ -52,6 +54,12 @@ struct OfflineModeResult {
   int64_t peak_running = 0;
   uint64_t contiguous_kv_bytes = 0;  // contiguous caches of the full context for the same number of sequences
   uint64_t preemptions = 0;
+  // With speculative decoding (the mode "continuous+spec"): acceptance, tokens per verification, and the steps
+  // where the cost model turned it off.
+  double spec_acceptance = 0;
+  double spec_tokens_per_verification = 0;
+  uint64_t spec_drafts = 0;
+  uint64_t spec_steps_off = 0;
 };
 
 struct DecodeScalingResult {

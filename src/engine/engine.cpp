@@ -11,9 +11,13 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/constraint.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/executor.h"
+#include "engine/ngram_proposer.h"
 #include "engine/output_processor.h"
 #include "engine/sampler.h"
+#include "engine/spec_policy.h"
+#include "engine/verification.h"
 #include "kv/block_manager.h"
 #include "kv/kv_pool.h"
 #include "sched/scheduler.h"
@@ -44,7 +48,13 @@ struct LiveSample {
   int32_t index = 0;          // sample index within the request
   int32_t forks_pending = 0;  // samples still to fork off once the prompt's logits exist
   int64_t n_prompt_logits_sent = 0;  // prompt_logits: positions already delivered (a preempted prompt is recomputed)
+  // The distributions seq.draft was drawn from, one per draft token (empty: point masses); set with the draft.
+  std::vector<std::vector<float>> draft_q;
 };
+
+// The draft model's sampler draws from a stream of its own: reusing the target's seed would correlate the
+// guesses with the target's accept/reject draws.
+constexpr uint64_t kDraftSeedSalt = 0xd1b54a32d192ed03ull;
 
 // A request's last event, or its Started event: a callback that throws here is reported and the throw dropped
 // (at the end there is nothing left to fail; at the start the step is being planned), never allowed to unwind
@@ -84,6 +94,17 @@ struct Engine::Impl {
   void sample(LiveSample& r, std::span<const float> row);
   std::unique_ptr<SequenceConstraint> make_constraint(const Request& request);
   std::shared_ptr<const grammar::Vocabulary> vocabulary_for_grammars();
+  // Hands one drawn token to r's output processor and appends it; false when r ended with it.
+  bool emit(LiveSample& r, int32_t token, std::span<const float> row);
+  // Speculation, before the plan: the proposer guesses for the decoding sequences, with the k the cost model
+  // picks for this step (0: none).
+  void propose();
+  // A verification chunk's rows: the accept/reject rule (verification.h), the accepted prefix and one more
+  // token appended, the rejected positions' blocks released.
+  void verify(LiveSample& r, const ScheduledChunk& chunk, std::span<const float> rows);
+  // Times one forward pass over n one-token sequences (the speculation cost model's calibration), on blocks
+  // nobody holds yet.
+  double time_pass(int64_t n_tokens);
   void finish(LiveSample& r, FinishReason reason, std::string error = {});
   void fork(LiveSample& parent, std::vector<LiveSample*>& children);
   void publish_stats();
@@ -107,6 +128,8 @@ struct Engine::Impl {
   std::unique_ptr<BlockManager> blocks;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<Executor> executor;
+  std::unique_ptr<Proposer> proposer;      // null: speculation off
+  std::unique_ptr<SpecPolicy> spec_policy;  // with the proposer
 
   // Owned by the step thread.
   std::unordered_map<uint64_t, std::unique_ptr<LiveSample>> active;
@@ -158,6 +181,24 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o, ThreadPool* 
   scheduler = std::make_unique<Scheduler>(*blocks, options.scheduling);
   executor = std::make_unique<Executor>(model, *kv, pool);
   limits = {c.n_vocab, n_ctx, options.kv_block_size, n_blocks};
+  if (const SpeculativeOptions& spec = options.speculative; spec.enabled()) {
+    if (std::string problem = speculative_problem(spec, *model); !problem.empty()) fail("{}", problem);
+    // The step shapes speculation produces: up to max_seqs sequences of k + 1 tokens, within the token budget.
+    const int64_t max_tokens = std::min(options.scheduling.max_batched_tokens,
+                                        options.scheduling.max_seqs * (spec.spec_tokens + 1));
+    if (spec.method == SpecMethod::Draft) {
+      auto draft = std::make_unique<DraftModelProposer>(spec.draft_model, pool, n_blocks, options.kv_block_size,
+                                                        options.kv_type);
+      if (spec.switch_policy == SpecSwitch::CostModel) draft->calibrate(options.scheduling.max_seqs);
+      proposer = std::move(draft);
+    } else {
+      proposer = std::make_unique<NgramProposer>();
+    }
+    spec_policy = std::make_unique<SpecPolicy>(spec, *proposer);
+    if (spec.switch_policy == SpecSwitch::CostModel)
+      spec_policy->step_cost().calibrate([this](int64_t n) { return time_pass(n); }, max_tokens);
+    counters.n_spec_accepted_per_pos.assign(size_t(spec.spec_tokens), 0);
+  }
   snapshot.kv_blocks_total = n_blocks;
   snapshot.kv_bytes_per_token = kv->bytes_per_token();
   thread = std::thread([this] { loop(); });
@@ -167,6 +208,7 @@ Engine::Impl::~Impl() { stop(); }
 
 void Engine::Impl::finish(LiveSample& r, FinishReason reason, std::string error) {
   scheduler->remove(&r.seq);
+  if (proposer) proposer->forget(r.seq.id);
   const auto now = Clock::now();
   RequestStats s;
   s.n_prompt_tokens = r.seq.n_prompt;
@@ -235,6 +277,7 @@ void Engine::Impl::publish_stats() {
   int64_t held = 0;
   for (const Sequence* seq : scheduler->running()) held += seq->n_computed;
   s.kv_tokens_held = held;
+  if (proposer) s.spec_kv_blocks_used = proposer->n_blocks_used();
   std::lock_guard lock(mutex);
   s.n_waiting += int64_t(n_queued_submits);
   snapshot = s;
@@ -286,7 +329,9 @@ bool Engine::Impl::step() {
   apply_commands();
   expire(now);
 
-  // 1. Schedule: which sequences run which tokens, and which rows want logits (all fixed in the plan).
+  // 1. Schedule: which sequences run which tokens, and which rows want logits (all fixed in the plan). With
+  // speculation, the proposer's guesses are in place first: a decoding sequence's chunk then verifies them.
+  propose();
   const StepPlan plan = scheduler->schedule(now);
   counters.n_preemptions += plan.preempted.size();
   if (plan.empty()) {
@@ -314,10 +359,14 @@ bool Engine::Impl::step() {
   }
   counters.n_computed_tokens += uint64_t(plan.n_tokens);
   ++counters.n_steps;
+  if (spec_policy) spec_policy->step_cost().observe(plan.n_tokens, seconds_between(step_start, Clock::now()));
+  st.n_draft_tokens = plan.n_draft;
+  const uint64_t accepted_before = counters.n_spec_accepted_tokens;
 
   // 3. Update: sample, append, register prefixes, fork, finish, emit.
   update(plan, logits);
 
+  st.n_accepted_tokens = int64_t(counters.n_spec_accepted_tokens - accepted_before);
   st.seconds = seconds_between(step_start, Clock::now());
   publish_stats();
   std::function<void(const StepStats&)> obs;
@@ -345,10 +394,16 @@ void Engine::Impl::begin(const StepPlan& plan, Clock::time_point now) {
 
 void Engine::Impl::update(const StepPlan& plan, std::span<const float> logits) {
   const auto n_vocab = size_t(model->config().n_vocab);
-  for (const ScheduledChunk& chunk : plan.chunks) scheduler->on_computed(chunk.seq, chunk.n_tokens);
+  // A verification chunk's computed count depends on what is accepted: verify() marks it.
+  for (const ScheduledChunk& chunk : plan.chunks)
+    if (chunk.n_draft == 0) scheduler->on_computed(chunk.seq, chunk.n_tokens);
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (chunk.n_logits == 0) continue;
     LiveSample& r = *active.at(chunk.seq->id);
+    if (chunk.n_draft > 0) {
+      verify(r, chunk, logits.subspan(size_t(chunk.logits_row) * n_vocab, size_t(chunk.n_logits) * n_vocab));
+      continue;
+    }
     const auto rows = logits.subspan(size_t(chunk.logits_row) * n_vocab, size_t(chunk.n_logits) * n_vocab);
     if (r.request.prompt_logits) {
       const uint64_t seq_id = r.seq.id;
@@ -433,24 +488,113 @@ void Engine::Impl::sample(LiveSample& r, std::span<const float> row) {
       finish(r, FinishReason::Error, "the sampled token is outside the request's constraint");
       return;
     }
-    if (r.output.n_generated() == 0) r.first_token = Clock::now();
-    StreamEvent ev;
-    ev.kind = StreamEvent::Kind::Token;
-    ev.request_id = r.request_id;
-    ev.index = r.index;
-    TokenOutcome out =
-        r.output.accept(t.id, r.sampler, row, int64_t(r.seq.tokens.size()) + 1, r.seq.max_len, ev);
-    if (out.keep) {
-      r.seq.tokens.push_back(t.id);
-      r.on_event(ev);
-      // Complete, and nothing may follow: the output ends here (a stop string's Stop, or a Length on this very
-      // token, says the same or less).
-      if (r.constraint && r.constraint->finished() && out.finish != FinishReason::Stop) out.finish = FinishReason::Stop;
-    }
-    if (out.finish) finish(r, *out.finish);
+    emit(r, t.id, row);
   } catch (const std::exception& e) {
     fail_request(seq_id, e.what());
   }
+}
+
+bool Engine::Impl::emit(LiveSample& r, int32_t token, std::span<const float> row) {
+  if (r.output.n_generated() == 0) r.first_token = Clock::now();
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::Token;
+  ev.request_id = r.request_id;
+  ev.index = r.index;
+  TokenOutcome out = r.output.accept(token, r.sampler, row, int64_t(r.seq.tokens.size()) + 1, r.seq.max_len, ev);
+  if (out.keep) {
+    r.seq.tokens.push_back(token);
+    r.on_event(ev);
+    // Complete, and nothing may follow: the output ends here (a stop string's Stop, or a Length on this very
+    // token, says the same or less).
+    if (r.constraint && r.constraint->finished() && out.finish != FinishReason::Stop) out.finish = FinishReason::Stop;
+  }
+  if (out.finish) {
+    finish(r, *out.finish);
+    return false;
+  }
+  return true;
+}
+
+void Engine::Impl::verify(LiveSample& r, const ScheduledChunk& chunk, std::span<const float> rows) {
+  const auto n_vocab = size_t(model->config().n_vocab);
+  const uint64_t seq_id = r.seq.id;
+  const std::vector<int32_t> draft = std::move(r.seq.draft);
+  const std::vector<std::vector<float>> q = std::move(r.draft_q);
+  r.seq.draft.clear();
+  r.draft_q.clear();
+  VerifyOutcome out;
+  out.alive = false;
+  if (!all_finite(rows)) {
+    finish(r, FinishReason::Error, "non-finite logits");
+  } else {
+    try {
+      out = verify_draft(r.sampler, r.seq.tokens, rows, n_vocab, draft, q,
+                         [&](int32_t token, std::span<const float> row) { return emit(r, token, row); });
+    } catch (const std::exception& e) {
+      fail_request(seq_id, e.what());
+      out.alive = false;
+    }
+  }
+  ++counters.n_spec_drafts;
+  counters.n_spec_draft_tokens += uint64_t(chunk.n_draft);  // the draft as scheduled: draft.size()
+  counters.n_spec_accepted_tokens += uint64_t(out.n_accepted);
+  for (int64_t i = 0; i < out.n_accepted && size_t(i) < counters.n_spec_accepted_per_pos.size(); ++i)
+    ++counters.n_spec_accepted_per_pos[size_t(i)];
+  spec_policy->observe(int64_t(draft.size()), out.n_accepted);
+  if (!out.alive) return;  // finished: its blocks are gone already
+  // K/V is valid for the chunk's first token and the accepted guesses; the token appended last is uncomputed.
+  scheduler->on_computed(&r.seq, 1 + out.n_accepted);
+  scheduler->trim_blocks(&r.seq);
+}
+
+void Engine::Impl::propose() {
+  if (!proposer) return;
+  std::vector<DraftSlot> slots;
+  int64_t n_decode = 0, n_tokens = 0;
+  for (Sequence* seq : scheduler->running()) {
+    seq->draft.clear();
+    n_tokens += seq->n_uncomputed();
+    if (!seq->decoding()) continue;
+    ++n_decode;
+    LiveSample& r = *active.at(seq->id);
+    r.draft_q.clear();
+    const int64_t room = seq->max_len - int64_t(seq->tokens.size()) - 1;
+    // A constrained sequence does not speculate in this first version: verifying would need the grammar's mask
+    // at every guessed position (advancing a copy of its matcher through the guesses), not done yet.
+    if (!r.request.speculative || r.constraint || seq->all_logits || r.forks_pending > 0 || room <= 0) continue;
+    slots.push_back({seq, &r.request.sampling, r.request.sampling.seed ^ kDraftSeedSalt, room, &r.draft_q});
+  }
+  if (slots.empty()) return;
+  for (const Sequence* seq : scheduler->waiting()) {
+    if (n_tokens >= options.scheduling.max_batched_tokens) break;
+    n_tokens += seq->n_uncomputed();
+  }
+  n_tokens = std::min(n_tokens, options.scheduling.max_batched_tokens);
+  const int64_t k = spec_policy->choose_k(int64_t(slots.size()), n_decode, n_tokens);
+  if (k == 0) {
+    ++counters.n_spec_steps_off;
+    return;
+  }
+  for (DraftSlot& slot : slots) slot.k = std::min(slot.k, k);
+  proposer->propose(slots);
+}
+
+double Engine::Impl::time_pass(int64_t n_tokens) {
+  const int64_t bs = options.kv_block_size;
+  std::vector<Sequence> seqs(static_cast<size_t>(n_tokens));
+  StepPlan plan;
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    Sequence& s = seqs[size_t(i)];
+    s.tokens.assign(size_t(i % bs) + 1, 0);
+    s.block_table.push_back(int32_t((i / bs) % blocks->n_blocks()));
+    s.n_computed = i % bs;
+    plan.chunks.push_back({&s, s.n_computed, 1, true, 1, i, 0});
+    ++plan.n_tokens;
+    ++plan.n_logits;
+  }
+  const auto start = Clock::now();
+  executor->execute(plan);
+  return seconds_between(start, Clock::now());
 }
 
 void Engine::Impl::loop() {

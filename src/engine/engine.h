@@ -10,11 +10,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/kv_sizing.h"
 #include "engine/request.h"
+#include "engine/speculative_options.h"
 #include "core/kv_type.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
@@ -33,6 +35,7 @@ struct EngineOptions {
   int64_t n_ctx = 0;               // longest sequence (prompt + generation); 0: the model's training context
   bool prefix_caching = true;
   SchedulerOptions scheduling;     // policy, token budget, sequence limit: passed to the scheduler as they are
+  SpeculativeOptions speculative;  // off by default; requests may opt out (Request::speculative)
 };
 
 struct EngineStats {
@@ -48,6 +51,21 @@ struct EngineStats {
   uint64_t n_prefix_cache_hit_tokens = 0;
   uint64_t n_prefix_cache_query_tokens = 0;
   uint64_t n_computed_tokens = 0;  // tokens that went through the forward pass
+  // Speculative decoding (vLLM's spec_decode counters): verifications run (one per sequence and step with a
+  // draft), draft tokens verified, draft tokens accepted, and accepted tokens by draft position.
+  uint64_t n_spec_drafts = 0;
+  uint64_t n_spec_draft_tokens = 0;
+  uint64_t n_spec_accepted_tokens = 0;
+  std::vector<uint64_t> n_spec_accepted_per_pos;  // [spec_tokens]
+  uint64_t n_spec_steps_off = 0;   // steps with sequences that could speculate where the cost model said no
+  int64_t spec_kv_blocks_used = 0; // the draft model's own KV blocks held now
+  double spec_acceptance() const {
+    return n_spec_draft_tokens ? double(n_spec_accepted_tokens) / double(n_spec_draft_tokens) : 0.0;
+  }
+  // Tokens each verification generated: the accepted ones plus the target's own.
+  double spec_tokens_per_verification() const {
+    return n_spec_drafts ? 1.0 + double(n_spec_accepted_tokens) / double(n_spec_drafts) : 0.0;
+  }
   double kv_usage() const { return kv_blocks_total ? double(kv_blocks_used) / double(kv_blocks_total) : 0.0; }
 };
 
@@ -57,6 +75,8 @@ struct StepStats {
   int64_t n_tokens = 0;
   int64_t n_prefill_tokens = 0;
   int64_t n_decode_tokens = 0;
+  int64_t n_draft_tokens = 0;      // of n_tokens: draft tokens verified
+  int64_t n_accepted_tokens = 0;   // of those: accepted
   double seconds = 0.0;
 };
 

@@ -17,7 +17,7 @@ std::span<const float> Executor::execute(const StepPlan& plan) {
     const int64_t end = chunk.first + chunk.n_tokens;
     const int64_t first_with_logits = end - chunk.n_logits;
     for (int64_t i = chunk.first; i < end; ++i) {
-      batch_.add_token(seq.tokens[size_t(i)], int32_t(i), s, i >= first_with_logits);
+      batch_.add_token(seq.token_at(i), int32_t(i), s, i >= first_with_logits);
     }
   }
   const std::span<const float> logits = forward_.run(batch_);

@@ -39,8 +39,10 @@ class Completion {
 
 }  // namespace
 
-EngineOptions OfflineEngine::options_for(const Model& model, int64_t n_ctx, int64_t prefill_chunk, KvType kv_type) {
+EngineOptions OfflineEngine::options_for(const Model& model, int64_t n_ctx, int64_t prefill_chunk, KvType kv_type,
+                                         SpeculativeOptions speculative) {
   EngineOptions o;
+  o.speculative = std::move(speculative);
   o.n_ctx = usable_context(model.config(), n_ctx);
   o.kv_type = kv_type;
   o.kv_blocks = kv_blocks_for_context(o.n_ctx, o.kv_block_size);
@@ -51,10 +53,10 @@ EngineOptions OfflineEngine::options_for(const Model& model, int64_t n_ctx, int6
 }
 
 OfflineEngine::OfflineEngine(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx, int64_t prefill_chunk,
-                             KvType kv_type)
+                             KvType kv_type, SpeculativeOptions speculative)
     : model_(model),
       n_ctx_(usable_context(model->config(), n_ctx)),
-      engine_(model, options_for(*model, n_ctx, prefill_chunk, kv_type), pool) {}
+      engine_(model, options_for(*model, n_ctx, prefill_chunk, kv_type, std::move(speculative)), pool) {}
 
 GenerationResult OfflineEngine::generate(const std::vector<int32_t>& prompt, const SamplingParams& params,
                                          const std::function<bool(std::string_view)>& on_text) {

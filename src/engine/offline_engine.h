@@ -31,10 +31,12 @@ class OfflineEngine {
   // n_ctx: the longest sequence (prompt + generation) it holds; 0 means the model's training context.
   // prefill_chunk: prompt tokens per forward pass. kv_type: F32 by default here, the exact path the golden tests
   // compare against the reference implementations. Runs its forward passes on `pool`, which must outlive it.
+  // `speculative`: the engine's speculative decoding (off by default; the tokens do not depend on it).
   OfflineEngine(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_ctx = 0, int64_t prefill_chunk = 512,
-                KvType kv_type = KvType::F32);
+                KvType kv_type = KvType::F32, SpeculativeOptions speculative = {});
 
   int64_t n_ctx() const { return n_ctx_; }
+  EngineStats stats() const { return engine_.stats(); }
 
   // Generates from `prompt` (token ids, BOS included if wanted). `on_text` receives valid UTF-8 as it is
   // produced, on the engine's thread; returning false cancels. Throws InvalidRequest when the prompt does not
@@ -49,7 +51,8 @@ class OfflineEngine {
  private:
   // The engine options of an offline engine: one sequence of n_ctx positions, its whole cache, no prefix reuse
   // (each call starts from nothing, as a fresh process would).
-  static EngineOptions options_for(const Model& model, int64_t n_ctx, int64_t prefill_chunk, KvType kv_type);
+  static EngineOptions options_for(const Model& model, int64_t n_ctx, int64_t prefill_chunk, KvType kv_type,
+                                   SpeculativeOptions speculative);
 
   std::shared_ptr<const Model> model_;
   int64_t n_ctx_;

@@ -78,6 +78,9 @@ struct Request {
   // Constrained decoding (engine/constraint.h): only tokens the grammar allows are sampled, end-of-generation
   // only where it may end, and the request finishes (Stop) once nothing may follow. Null: unconstrained.
   std::shared_ptr<const grammar::Constraint> constraint;
+  // Speculative decoding for this request when the engine has it on (the API's "speculative": false turns it
+  // off). The output does not depend on it: greedy tokens are the same, sampled ones the same distribution.
+  bool speculative = true;
 };
 
 // What an engine takes requests within (Engine::limits()).

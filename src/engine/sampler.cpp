@@ -133,15 +133,23 @@ void Sampler::apply_penalties(std::span<const int32_t> history) {
 }
 
 SampledToken Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  prepare(logits, history);
+  return draw();
+}
+
+void Sampler::prepare(std::span<const float> logits, std::span<const int32_t> history) {
   logits_.assign(logits.begin(), logits.end());
   logprobs_valid_ = log_normalizer_valid_ = false;
+  impossible_ = false;
   apply_penalties(history);
   const auto n = int32_t(logits_.size());
 
   if (params_.is_greedy()) {
     // First maximum wins ties, so the result never depends on anything but the logits.
-    return {argmax(logits_), 0.0f};
+    greedy_id_ = argmax(logits_);
+    return;
   }
+  greedy_id_ = -1;
 
   scale_and_tame(logits_, 1.0f / params_.temperature);
 
@@ -161,7 +169,13 @@ SampledToken Sampler::sample(std::span<const float> logits, std::span<const int3
   candidates_.resize(size_t(keep));
 
   const float max_logit = logits_[size_t(candidates_[0])];
-  if (max_logit == kNegInf) return {candidates_[0], kNegInf};  // nothing is possible: every logit was NaN or -inf
+  if (max_logit == kNegInf) {  // nothing is possible: every logit was NaN or -inf
+    impossible_ = true;
+    keep_ = 1;
+    kept_mass_ = 1.0;
+    probs_.assign(1, 1.0f);
+    return;
+  }
   probs_.resize(size_t(keep));
   double sum = 0.0;
   for (int32_t i = 0; i < keep; ++i) {
@@ -191,17 +205,63 @@ SampledToken Sampler::sample(std::span<const float> logits, std::span<const int3
 
   double kept_mass = 0.0;
   for (int32_t i = 0; i < keep; ++i) kept_mass += probs_[size_t(i)];
-  const double r = rng_.uniform() * kept_mass;
+  keep_ = keep;
+  kept_mass_ = kept_mass;
+}
+
+SampledToken Sampler::draw() {
+  if (greedy_id_ >= 0) return {greedy_id_, 0.0f};
+  if (impossible_) return {candidates_[0], kNegInf};
+  const double r = rng_.uniform() * kept_mass_;
   double acc = 0.0;
-  int32_t chosen = keep - 1;
-  for (int32_t i = 0; i < keep; ++i) {
+  int32_t chosen = keep_ - 1;
+  for (int32_t i = 0; i < keep_; ++i) {
     acc += probs_[size_t(i)];
     if (r < acc) {
       chosen = i;
       break;
     }
   }
-  return {candidates_[size_t(chosen)], float(std::log(probs_[size_t(chosen)] / kept_mass))};
+  return {candidates_[size_t(chosen)], float(std::log(probs_[size_t(chosen)] / kept_mass_))};
+}
+
+double Sampler::probability(int32_t id) const {
+  if (greedy_id_ >= 0) return id == greedy_id_ ? 1.0 : 0.0;
+  if (impossible_) return id == candidates_[0] ? 1.0 : 0.0;
+  for (int32_t i = 0; i < keep_; ++i)
+    if (candidates_[size_t(i)] == id) return double(probs_[size_t(i)]) / kept_mass_;
+  return 0.0;
+}
+
+void Sampler::probabilities(std::vector<float>& dense) const {
+  dense.assign(logits_.size(), 0.0f);
+  if (greedy_id_ >= 0) {
+    dense[size_t(greedy_id_)] = 1.0f;
+    return;
+  }
+  for (int32_t i = 0; i < keep_; ++i) dense[size_t(candidates_[size_t(i)])] = float(probabilities_scale(i));
+}
+
+SampledToken Sampler::draw_residual(std::span<const float> q, int32_t point) {
+  if (greedy_id_ >= 0) return {greedy_id_, 0.0f};  // a point mass: the residual is the mass itself
+  if (impossible_) return {candidates_[0], kNegInf};
+  auto q_of = [&](int32_t id) -> double { return q.empty() ? (id == point ? 1.0 : 0.0) : double(q[size_t(id)]); };
+  double total = 0.0;
+  for (int32_t i = 0; i < keep_; ++i) {
+    total += std::max(0.0, probabilities_scale(i) - q_of(candidates_[size_t(i)]));
+  }
+  if (!(total > 0.0)) return draw();
+  const double r = rng_.uniform() * total;
+  double acc = 0.0;
+  int32_t chosen = -1;
+  for (int32_t i = 0; i < keep_; ++i) {
+    const double m = std::max(0.0, probabilities_scale(i) - q_of(candidates_[size_t(i)]));
+    if (m <= 0.0) continue;
+    chosen = i;
+    acc += m;
+    if (r < acc) break;
+  }
+  return {candidates_[size_t(chosen)], float(std::log(probs_[size_t(chosen)] / kept_mass_))};
 }
 
 float Sampler::log_normalizer() {

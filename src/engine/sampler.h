@@ -39,7 +39,26 @@ class Sampler {
   explicit Sampler(const SamplingParams& params);
 
   // `history`: the sequence so far (prompt and generated), for the penalties. Reuses internal buffers.
+  // The same as prepare() then draw().
   SampledToken sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  // The distribution sample() would draw from, without drawing: penalties, temperature, top-k, top-p, min-p.
+  // Speculative verification needs the target's probabilities before it decides what to draw.
+  void prepare(std::span<const float> logits, std::span<const int32_t> history);
+  // A draw from the prepared distribution (greedy: its first maximum).
+  SampledToken draw();
+  // The prepared distribution's probability of `id` (0 outside what top-k/top-p/min-p kept; greedy: a point
+  // mass on the first maximum). O(kept tokens).
+  double probability(int32_t id) const;
+  // The prepared distribution as a dense vector over the vocabulary (a draft's q for the verifier).
+  void probabilities(std::vector<float>& dense) const;
+  // A draw from the residual max(0, p - q), renormalized (Leviathan et al. 2023): what a rejected draft token
+  // is replaced by. `q`: the draft's dense distribution, or empty for a point mass on `point`. When the residual
+  // has no mass (p <= q everywhere, possible only when rejection had probability 0 up to rounding), draws from p.
+  SampledToken draw_residual(std::span<const float> q, int32_t point);
+  // A uniform draw in [0, 1) from the sampler's own seeded stream (the accept/reject test).
+  double uniform() { return rng_.uniform(); }
+  bool greedy() const { return params_.is_greedy(); }
 
   // Log-softmax of the last penalized, temperature-scaled logits (for logprobs / top_logprobs).
   const std::vector<float>& last_logprobs();
@@ -51,13 +70,19 @@ class Sampler {
 
  private:
   void apply_penalties(std::span<const int32_t> history);
+  // Candidate i's probability in the prepared distribution (renormalized over what was kept).
+  double probabilities_scale(int32_t i) const { return double(probs_[size_t(i)]) / kept_mass_; }
   float log_normalizer();  // log of the softmax denominator of logits_
 
   SamplingParams params_;
   Rng rng_;
   std::vector<float> logits_;
   std::vector<int32_t> candidates_;
-  std::vector<float> probs_;
+  std::vector<float> probs_;        // [keep] of candidates_, summing to kept_mass_
+  int32_t keep_ = 0;                // candidates that survived top-k/top-p/min-p
+  double kept_mass_ = 1.0;
+  int32_t greedy_id_ = -1;          // prepared greedily: the point mass; -1 when sampled
+  bool impossible_ = false;         // every logit was NaN or -inf: draw() returns the first candidate
   std::vector<float> logprobs_;
   bool logprobs_valid_ = false;
   float log_normalizer_ = 0.0f;

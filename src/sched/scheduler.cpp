@@ -74,6 +74,7 @@ Sequence* Scheduler::lowest_running() const { return running_.empty() ? nullptr 
 void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   free_blocks(seq);
+  seq->draft.clear();
   seq->n_computed = 0;
   ++seq->n_preemptions;
   insert_waiting(seq);  // keeps its place: ordered by original arrival
@@ -132,17 +133,48 @@ bool Scheduler::admit(Sequence* seq, int64_t& budget, StepPlan& plan) {
   return true;
 }
 
-void Scheduler::add_chunk(StepPlan& plan, Sequence* seq, int64_t n) {
+void Scheduler::add_chunk(StepPlan& plan, Sequence* seq, int64_t n, int64_t n_draft) {
   ScheduledChunk c;
   c.seq = seq;
   c.first = seq->n_computed;
   c.n_tokens = n;
-  c.completes = c.first + n == int64_t(seq->tokens.size());
-  c.n_logits = seq->all_logits ? n : c.completes ? 1 : 0;
+  c.n_draft = n_draft;
+  c.completes = c.first + n - n_draft == int64_t(seq->tokens.size());
+  c.n_logits = seq->all_logits ? n : c.completes ? 1 + n_draft : 0;
   c.logits_row = plan.n_logits;
   plan.chunks.push_back(c);
   plan.n_tokens += n;
   plan.n_logits += c.n_logits;
+  plan.n_draft += n_draft;
+}
+
+int64_t Scheduler::draft_that_fits(Sequence* seq, int64_t budget, int64_t n_after, StepPlan& plan) {
+  if (seq->draft.empty()) return 0;
+  const int64_t room = seq->max_len - int64_t(seq->tokens.size()) - 1;  // the bonus token takes the last slot
+  // Drafts never take the budget that the running sequences after this one need for their own next token.
+  int64_t n = std::min({int64_t(seq->draft.size()), budget - 1 - n_after, room});
+  if (n > 0 && int64_t(seq->block_table.size()) < blocks_for(seq->n_computed + 1 + n) &&
+      blocks_.n_free() < blocks_for(seq->n_computed + 1 + n) - int64_t(seq->block_table.size())) {
+    n = 0;  // the pool is short: verifying is an optimization, never worth a preemption
+  }
+  if (n <= 0) {
+    seq->draft.clear();
+    return 0;
+  }
+  seq->draft.resize(size_t(n));
+  if (!grow_blocks(seq, seq->n_computed + 1 + n, plan)) {  // a copy-on-write of a shared block took the last one
+    seq->draft.clear();
+    return 0;
+  }
+  return n;
+}
+
+void Scheduler::trim_blocks(Sequence* seq) {
+  const auto keep = size_t(blocks_for(std::max<int64_t>(int64_t(seq->tokens.size()), seq->n_computed)));
+  while (seq->block_table.size() > keep) {
+    blocks_.release(seq->block_table.back());
+    seq->block_table.pop_back();
+  }
 }
 
 StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
@@ -164,13 +196,24 @@ StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
     }
   }
 
-  // 2. Running sequences continue.
+  // 2. Running sequences continue; a decoding one with a draft verifies it in the same chunk.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
     const int64_t n = std::min(seq->n_uncomputed(), budget);
     if (n <= 0) {
       ++i;
       continue;
+    }
+    if (n == 1 && seq->decoding()) {
+      const auto n_after = int64_t(running_.size() - i - 1);
+      if (const int64_t n_draft = draft_that_fits(seq, budget, n_after, plan); n_draft > 0) {
+        add_chunk(plan, seq, 1 + n_draft, n_draft);
+        budget -= 1 + n_draft;
+        ++i;
+        continue;
+      }
+    } else {
+      seq->draft.clear();
     }
     bool placed = true;
     while (!grow_blocks(seq, seq->n_computed + n, plan)) {

@@ -42,6 +42,10 @@ struct ScheduledChunk {
   // with Sequence::all_logits, else 0. They start at row `logits_row` of the step's logits.
   int64_t n_logits = 0;
   int64_t logits_row = 0;
+  // Speculative verification: the chunk's last n_draft tokens are the sequence's draft (Sequence::draft), after
+  // its one uncomputed token; every token of the chunk returns logits (n_logits = 1 + n_draft), row i being the
+  // target's distribution for the token after chunk position i.
+  int64_t n_draft = 0;
   bool wants_logits() const { return completes; }
 };
 
@@ -56,6 +60,7 @@ struct StepPlan {
   std::vector<Sequence*> preempted;  // sent back to waiting this step (their blocks are freed)
   int64_t n_tokens = 0;
   int64_t n_logits = 0;              // rows of logits the step returns: the sum of the chunks' n_logits
+  int64_t n_draft = 0;               // draft tokens verified this step: the sum of the chunks' n_draft
   bool empty() const { return chunks.empty(); }
 };
 
@@ -71,7 +76,11 @@ class Scheduler {
   void remove(Sequence* seq);
   StepPlan schedule(std::chrono::steady_clock::time_point now);
   // After the executor ran a chunk: marks its tokens computed and registers newly full blocks for reuse.
+  // A verification chunk counts its first token and the accepted draft tokens only.
   void on_computed(Sequence* seq, int64_t n_tokens);
+  // Releases the blocks past those the sequence's tokens need: after a verification, the blocks that held
+  // only rejected draft positions (never registered as prefixes, so they go straight back to the free list).
+  void trim_blocks(Sequence* seq);
 
   size_t n_waiting() const { return waiting_.size(); }
   size_t n_running() const { return running_.size(); }
@@ -88,8 +97,12 @@ class Scheduler {
   void free_blocks(Sequence* seq);
   void preempt(Sequence* seq, StepPlan& plan);
   bool admit(Sequence* seq, int64_t& budget, StepPlan& plan);
-  // Appends seq's next n tokens to the plan, with the logits rows they return.
-  void add_chunk(StepPlan& plan, Sequence* seq, int64_t n);
+  // Appends seq's next n tokens to the plan, with the logits rows they return (the last n_draft from its draft).
+  void add_chunk(StepPlan& plan, Sequence* seq, int64_t n, int64_t n_draft = 0);
+  // How many of a decoding sequence's draft tokens fit this step: the token budget after its own token, the
+  // room left before max_len, the n_after running sequences still to be given their own token, and the blocks
+  // for them (when they do not fit, the draft is dropped rather than preempting anyone for it).
+  int64_t draft_that_fits(Sequence* seq, int64_t budget, int64_t n_after, StepPlan& plan);
   void insert_waiting(Sequence* seq);
   Sequence* lowest_running() const;  // lowest priority, most recently admitted
 

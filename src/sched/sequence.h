@@ -34,8 +34,18 @@ struct Sequence {
   // cached prefix blocks, whose positions were never computed for it and so have no logits.
   bool all_logits = false;
   std::chrono::steady_clock::time_point enqueued_at{};  // when it (re)entered the waiting queue
+  // Speculative decoding: tokens a proposer guessed to follow `tokens`, not yet part of the sequence. The
+  // scheduler runs them after the last token as one verification chunk (ScheduledChunk::n_draft); the update
+  // keeps the accepted prefix, and clears them every step.
+  std::vector<int32_t> draft;
 
   int64_t n_uncomputed() const { return int64_t(tokens.size()) - n_computed; }
+  // Decoding: only the token sampled last has no K/V yet (a proposer may guess what follows it).
+  bool decoding() const { return n_computed >= n_prompt && n_uncomputed() == 1; }
+  // The token at position i of a chunk: the sequence's own, then its draft.
+  int32_t token_at(int64_t i) const {
+    return i < int64_t(tokens.size()) ? tokens[size_t(i)] : draft[size_t(i - int64_t(tokens.size()))];
+  }
 };
 
 }  // namespace tessera

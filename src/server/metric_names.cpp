@@ -53,6 +53,13 @@ MetricNames metric_names(std::string_view prefix) {
   n.fallbacks = own("fallbacks_total");
   n.request_rejections = own("request_rejections_total");
   n.http_errors = own("http_errors_total");
+  n.spec_drafts = shared("spec_decode_num_drafts_total", "spec_decode_num_drafts_total");
+  n.spec_draft_tokens = shared("spec_decode_num_draft_tokens_total", "spec_decode_num_draft_tokens_total");
+  n.spec_accepted_tokens = shared("spec_decode_num_accepted_tokens_total", "spec_decode_num_accepted_tokens_total");
+  n.spec_accepted_per_pos =
+      shared("spec_decode_num_accepted_tokens_per_pos_total", "spec_decode_num_accepted_tokens_per_pos_total");
+  n.spec_acceptance_rate = shared("spec_decode_draft_acceptance_rate", "spec_decode_draft_acceptance_rate");
+  n.spec_accepted_per_step = own("spec_decode_accepted_tokens_per_step");
   n.time_to_first_token = shared("time_to_first_token_seconds", "time_to_first_token_seconds");
   n.inter_token_latency = shared("inter_token_latency_seconds", "inter_token_latency_seconds");
   n.e2e_request_latency = shared("e2e_request_latency_seconds", "e2e_request_latency_seconds");

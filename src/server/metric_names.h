@@ -24,6 +24,10 @@ struct MetricNames {
   std::string prefix_cache_hits, prefix_cache_queries, preemptions, prompt_tokens, generation_tokens;
   std::string request_success, request_timeouts, request_cancellations, result_cache_hits, result_cache_misses;
   std::string fallbacks, request_rejections, http_errors;
+  // Speculative decoding: vLLM's spec_decode counters (verifications, draft tokens, accepted tokens, accepted
+  // tokens by draft position) and its V0 acceptance-rate gauge; accepted tokens per verification is Tessera's.
+  std::string spec_drafts, spec_draft_tokens, spec_accepted_tokens, spec_accepted_per_pos;
+  std::string spec_acceptance_rate, spec_accepted_per_step;
   // Histograms.
   std::string time_to_first_token, inter_token_latency, e2e_request_latency, request_queue_time;
   std::string batch_size, batch_tokens;

@@ -65,6 +65,14 @@ Metrics::Metrics(const std::string& model_name, std::string_view prefix)
   rejections_family_ =
       &BuildCounter().Name(n.request_rejections).Help("Requests refused before the engine, by reason.").Register(r);
   errors_family_ = &BuildCounter().Name(n.http_errors).Help("Error responses by HTTP status code.").Register(r);
+  spec_drafts_ = counter(n.spec_drafts, "Speculative verifications (one per sequence and step with a draft).");
+  spec_draft_tokens_ = counter(n.spec_draft_tokens, "Draft tokens verified.");
+  spec_accepted_tokens_ = counter(n.spec_accepted_tokens, "Draft tokens accepted.");
+  spec_per_pos_family_ =
+      &BuildCounter().Name(n.spec_accepted_per_pos).Help("Draft tokens accepted, by position in the draft.").Register(r);
+  spec_acceptance_rate_ = gauge(n.spec_acceptance_rate, "Accepted / verified draft tokens since start.");
+  spec_accepted_per_step_ =
+      gauge(n.spec_accepted_per_step, "Draft tokens accepted per verification since start (each also adds one).");
   for (const char* reason : {"stop", "length", "timeout", "cancelled", "error"})
     success_family_->Add(labels({{"finished_reason", reason}}));
   for (const char* reason : {"rate_limit", "queue_full", "too_long", "unauthorized", "draining", "not_ready"})
@@ -90,6 +98,17 @@ void Metrics::update_engine(const EngineStats& s) {
   advance(prefix_hits_, s.n_prefix_cache_hit_tokens, seen_prefix_hits_);
   advance(prefix_queries_, s.n_prefix_cache_query_tokens, seen_prefix_queries_);
   advance(preemptions_, s.n_preemptions, seen_preemptions_);
+  advance(spec_drafts_, s.n_spec_drafts, seen_spec_drafts_);
+  advance(spec_draft_tokens_, s.n_spec_draft_tokens, seen_spec_draft_tokens_);
+  advance(spec_accepted_tokens_, s.n_spec_accepted_tokens, seen_spec_accepted_);
+  for (size_t i = spec_per_pos_.size(); i < s.n_spec_accepted_per_pos.size(); ++i) {
+    spec_per_pos_.push_back(&spec_per_pos_family_->Add(labels({{"position", std::to_string(i)}})));
+    seen_spec_per_pos_.push_back(0);
+  }
+  for (size_t i = 0; i < s.n_spec_accepted_per_pos.size(); ++i)
+    advance(spec_per_pos_[i], s.n_spec_accepted_per_pos[i], seen_spec_per_pos_[i]);
+  spec_acceptance_rate_->Set(s.spec_acceptance());
+  spec_accepted_per_step_->Set(s.n_spec_drafts ? double(s.n_spec_accepted_tokens) / double(s.n_spec_drafts) : 0.0);
 }
 
 void Metrics::observe_step(const StepStats& step) {

@@ -76,9 +76,18 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* success_family_;
   prometheus::Family<prometheus::Counter>* rejections_family_;
   prometheus::Family<prometheus::Counter>* errors_family_;
+  prometheus::Counter* spec_drafts_;
+  prometheus::Counter* spec_draft_tokens_;
+  prometheus::Counter* spec_accepted_tokens_;
+  prometheus::Family<prometheus::Counter>* spec_per_pos_family_;
+  std::vector<prometheus::Counter*> spec_per_pos_;  // by draft position, added as the engine reports them
+  prometheus::Gauge* spec_acceptance_rate_;
+  prometheus::Gauge* spec_accepted_per_step_;
 
   std::mutex mutex_;  // guards the engine totals last seen (counters only move forward by deltas)
   uint64_t seen_prefix_hits_ = 0, seen_prefix_queries_ = 0, seen_preemptions_ = 0;
+  uint64_t seen_spec_drafts_ = 0, seen_spec_draft_tokens_ = 0, seen_spec_accepted_ = 0;
+  std::vector<uint64_t> seen_spec_per_pos_;
 };
 
 }  // namespace tessera::server

@@ -156,6 +156,8 @@ void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
     r.priority = int32_t(read_int(*v, "priority", -1000000, 1000000));
   if (const json* v = field(body, "timeout_ms")) r.timeout_ms = read_int(*v, "timeout_ms", 1, 24LL * 3600 * 1000);
   if (const json* v = field(body, "user")) r.user = read_string(*v, "user");
+  // Extension: false keeps this request out of speculative decoding (the server's flags turn it on).
+  if (const json* v = field(body, "speculative")) r.speculative = read_bool(*v, "speculative");
   if (const json* v = field(body, "cache_salt")) {
     r.cache_salt = read_string(*v, "cache_salt");
     if (r.cache_salt.size() > ParseLimits::kMaxCacheSaltBytes)

@@ -50,6 +50,7 @@ struct ApiRequest {
   std::string user;
   StructuredRequest structured;  // response_format, regex, grammar, tools (parse_structured_request)
   std::shared_ptr<const grammar::Constraint> constraint;  // compiled from `structured` by the service
+  bool speculative = true;             // extension: false opts out of the server's speculative decoding
 
   bool deterministic() const { return sampling.is_greedy() || sampling.has_seed; }
 };

@@ -48,6 +48,7 @@ Request engine_request(const ApiRequest& api, const std::vector<int32_t>& prompt
   r.n = api.n;  // one prompt, n samples forked from it (sample i draws with seed + i)
   r.must_fit_context = true;  // the API refuses what cannot complete its max_tokens
   r.constraint = api.constraint;
+  r.speculative = api.speculative;
   return r;
 }
 

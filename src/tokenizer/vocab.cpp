@@ -4,7 +4,10 @@
 #include <limits>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "core/printable.h"
 #include "formats/gguf.h"
 
 namespace tessera {
@@ -169,6 +172,21 @@ void validate_vocab(const Vocab& vocab, const std::string& source) {
   }
   if (vocab.add_bos && vocab.bos < 0) fail("{}: add_bos is set but the vocabulary has no BOS token", source);
   if (vocab.add_eos && vocab.eos < 0) fail("{}: add_eos is set but the vocabulary has no EOS token", source);
+}
+
+std::string vocab_difference(const Vocab& a, const Vocab& b) {
+  if (a.tokens.size() != b.tokens.size())
+    return fmt::format("{} tokens vs {}", a.tokens.size(), b.tokens.size());
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    if (a.tokens[i] != b.tokens[i])
+      return fmt::format("token {}: '{}' vs '{}'", i, printable(a.tokens[i]), printable(b.tokens[i]));
+  }
+  const std::pair<const char*, std::pair<int32_t, int32_t>> specials[] = {
+      {"bos", {a.bos, b.bos}}, {"eos", {a.eos, b.eos}}, {"unk", {a.unk, b.unk}}};
+  for (const auto& [name, ids] : specials) {
+    if (ids.first != ids.second) return fmt::format("{} id {} vs {}", name, ids.first, ids.second);
+  }
+  return {};
 }
 
 }  // namespace tessera

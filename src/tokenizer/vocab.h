@@ -52,4 +52,8 @@ Vocab vocab_from_gguf(const gguf::File& file);
 // Checks the invariants above; throws tessera::Error prefixed with `source` (a file name) when one fails.
 void validate_vocab(const Vocab& vocab, const std::string& source);
 
+// Empty when `a` and `b` map every id to the same token and agree on the special ids (two models may then
+// exchange token ids: a draft proposing for a target); else the first difference, e.g. "token 17: 'ab' vs 'a'".
+std::string vocab_difference(const Vocab& a, const Vocab& b);
+
 }  // namespace tessera

@@ -13,103 +13,12 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "quantizer/quantizer.h"
+#include "engine_test_util.h"
 
 namespace tessera {
 namespace {
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> logits;
-  std::string text;
-  FinishReason reason = FinishReason::Error;
-  RequestStats stats;
-};
-
-// Collects one request's events; wait() blocks until its Finished event.
-class Collector {
- public:
-  EventCallback callback() {
-    return [this](const StreamEvent& ev) {
-      std::lock_guard lock(mutex_);
-      if (ev.kind == StreamEvent::Kind::Token) {
-        outcome_.tokens.push_back(ev.token);
-        outcome_.logits.push_back(ev.logits);
-        outcome_.text += ev.text;
-      } else {
-        outcome_.text += ev.text;
-        outcome_.reason = ev.finish_reason;
-        outcome_.stats = ev.stats;
-        done_.set_value();
-      }
-    };
-  }
-  Outcome wait() {
-    finished_.wait();
-    std::lock_guard lock(mutex_);
-    return outcome_;
-  }
-  size_t n_tokens() {
-    std::lock_guard lock(mutex_);
-    return outcome_.tokens.size();
-  }
-
- private:
-  std::mutex mutex_;
-  Outcome outcome_;
-  std::promise<void> done_;
-  std::shared_future<void> finished_ = done_.get_future().share();
-};
-
-std::shared_ptr<const Model> model() {
-  static std::shared_ptr<const Model> m = Model::load_embedded();
-  return m;
-}
-
-Request greedy_request(const std::string& prompt, int max_tokens) {
-  Request r;
-  r.prompt = model()->tokenizer().encode(prompt, true);
-  r.sampling.temperature = 0.0f;
-  r.sampling.max_tokens = max_tokens;
-  r.capture_logits = true;
-  return r;
-}
-
-EngineOptions small_options() {
-  EngineOptions o;
-  o.threads = 2;
-  o.kv_blocks = 256;
-  o.scheduling.max_batched_tokens = 256;
-  o.scheduling.max_seqs = 16;
-  return o;
-}
-
-void expect_no_leaks(Engine& engine) {
-  ASSERT_TRUE(engine.wait_idle(std::chrono::seconds(60)));
-  // Stats are published after each step; the last step may still be publishing.
-  for (int i = 0; i < 100 && engine.stats().kv_blocks_used != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const EngineStats s = engine.stats();
-  EXPECT_EQ(s.kv_blocks_used, 0) << "blocks still referenced after every request finished";
-  EXPECT_EQ(s.n_running, 0);
-  EXPECT_EQ(s.n_waiting, 0);
-}
-
-Outcome run_alone(const Request& request) {
-  Engine engine(model(), small_options());
-  Collector c;
-  engine.submit(request, c.callback());
-  Outcome o = c.wait();
-  expect_no_leaks(engine);
-  return o;
-}
-
-const std::vector<std::string> kPrompts = {
-    "Once upon a time",
-    "Lily and Ben went to the park. They saw a big dog",
-    "Tom had a red ball",
-    "The sun was shining and the birds were singing. A little girl named Sue wanted to play with her friends",
-    "One day",
-    "Max was a happy cat. He liked to jump and run. One day, Max saw a bird in the tree and",
-};
+using namespace tessera::testing;
 
 TEST(Engine, GreedyMatchesLengthAndStopsAtMaxTokens) {
   const Outcome o = run_alone(greedy_request("Once upon a time", 20));
@@ -143,14 +52,8 @@ TEST(Engine, BatchInvarianceUnderRandomMixturesChunksAndPreemption) {
       engine.submit(greedy_request(kPrompts[i], 48), collectors.back()->callback());
     }
     for (size_t k = 0; k < order.size(); ++k) {
-      const Outcome got = collectors[k]->wait();
-      const Outcome& want = solo[order[k]];
-      ASSERT_EQ(got.tokens, want.tokens) << "trial " << trial << " prompt " << order[k];
-      ASSERT_EQ(got.logits.size(), want.logits.size());
-      for (size_t t = 0; t < got.logits.size(); ++t) {
-        ASSERT_EQ(0, std::memcmp(got.logits[t].data(), want.logits[t].data(), got.logits[t].size() * sizeof(float)))
-            << "logits differ bitwise: trial " << trial << " prompt " << order[k] << " token " << t;
-      }
+      expect_same_outcome(collectors[k]->wait(), solo[order[k]],
+                          "trial " + std::to_string(trial) + " prompt " + std::to_string(order[k]));
     }
     if (trial % 3 == 0) {
       EXPECT_GT(engine.stats().n_preemptions, 0u) << "trial " << trial;
@@ -191,13 +94,7 @@ TEST(Engine, Int8OutliersKeepBatchInvariance) {
     collectors.push_back(std::make_unique<Collector>());
     engine.submit(request(p), collectors.back()->callback());
   }
-  for (size_t k = 0; k < kPrompts.size(); ++k) {
-    const Outcome got = collectors[k]->wait();
-    ASSERT_EQ(got.tokens, solo[k].tokens) << "prompt " << k;
-    for (size_t t = 0; t < got.logits.size(); ++t)
-      ASSERT_EQ(0, std::memcmp(got.logits[t].data(), solo[k].logits[t].data(), got.logits[t].size() * sizeof(float)))
-          << "logits differ bitwise: prompt " << k << " token " << t;
-  }
+  for (size_t k = 0; k < kPrompts.size(); ++k) expect_same_outcome(collectors[k]->wait(), solo[k], "prompt " + std::to_string(k));
   expect_no_leaks(engine);
 }
 

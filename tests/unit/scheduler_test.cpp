@@ -5,23 +5,13 @@
 #include <numeric>
 
 #include "sched/scheduler.h"
+#include "scheduler_test_util.h"
 
 namespace tessera {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Sequence make_seq(uint64_t id, int n_prompt, int max_new, int32_t priority = 0, int first_token = 1000) {
-  Sequence s;
-  s.id = id;
-  s.arrival = id;
-  s.priority = priority;
-  s.tokens.resize(size_t(n_prompt));
-  std::iota(s.tokens.begin(), s.tokens.end(), first_token);
-  s.n_prompt = n_prompt;
-  s.max_len = n_prompt + max_new;
-  return s;
-}
+using tessera::testing::make_seq;
 
 // The fake executor: marks chunks computed and appends a token to sequences that produced logits.
 void execute(Scheduler& sched, const StepPlan& plan) {

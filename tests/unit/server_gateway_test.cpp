@@ -316,7 +316,7 @@ EngineStats sample_engine_stats() {
 // One scrape's worth of engine stats and request outcomes.
 void record_sample_traffic(Metrics& m) {
   m.update_engine(sample_engine_stats());
-  m.observe_step({4, 40, 30, 10, 0.01});
+  m.observe_step({.n_seqs = 4, .n_tokens = 40, .n_prefill_tokens = 30, .n_decode_tokens = 10, .seconds = 0.01});
   RequestStats rs;
   rs.n_prompt_tokens = 5;
   rs.n_generated_tokens = 6;

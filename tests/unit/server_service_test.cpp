@@ -433,3 +433,45 @@ TEST(ServiceChoices, NChoicesForkOnePromptAndEqualSeparateRequests) {
 
 }  // namespace
 }  // namespace tessera::server
+
+namespace tessera::server {
+namespace {
+
+EngineOptions speculating_engine() {
+  EngineOptions e = small_engine();
+  e.speculative.method = SpecMethod::Ngram;
+  e.speculative.switch_policy = SpecSwitch::Always;
+  return e;
+}
+
+TEST(ServiceSpeculative, TheFieldIsABooleanAndTheOutputDoesNotDependOnIt) {
+  ServiceOptions o;
+  o.result_cache_bytes = 0;
+  Harness h(o, speculating_engine());
+  auto bad = h.complete({{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"speculative", "yes"}});
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(bad->body_json()["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(bad->body_json()["error"]["param"], "speculative");
+  EXPECT_NE(bad->body.find("must be a boolean"), std::string::npos) << bad->body;
+  // The prompt repeats itself, so prompt lookup has a guess from the first step.
+  const json on = {{"prompt", "Once upon a time, there was a little girl named Lily. Once upon a time"},
+                   {"max_tokens", 40},
+                   {"temperature", 0}};
+  json off = on;
+  off["speculative"] = false;
+  auto a = h.complete(on);
+  auto b = h.complete(off);
+  ASSERT_EQ(a->status, 200) << a->body;
+  ASSERT_EQ(b->status, 200) << b->body;
+  EXPECT_EQ(a->body_json()["choices"][0]["text"], b->body_json()["choices"][0]["text"]);
+  // The spec_decode counters under the project's prefix, moved by the speculating request.
+  const auto metrics = h.call("GET", "/metrics");
+  EXPECT_NE(metrics->body.find("tessera_spec_decode_num_drafts_total{"), std::string::npos);
+  EXPECT_NE(metrics->body.find("tessera_spec_decode_num_accepted_tokens_per_pos_total{"), std::string::npos);
+  EXPECT_NE(metrics->body.find("tessera_spec_decode_draft_acceptance_rate{"), std::string::npos);
+  EXPECT_EQ(metrics->body.find("tessera_spec_decode_num_drafts_total{model_name=\"stories260K\"} 0\n"), std::string::npos)
+      << "no verification was counted";
+}
+
+}  // namespace
+}  // namespace tessera::server

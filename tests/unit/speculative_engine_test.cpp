@@ -1,0 +1,220 @@
+// Speculative decoding inside the continuous-batching engine, on the embedded model: greedy output identical to
+// plain decoding on every golden prompt for both proposers (draft: the model's own INT4 copy; prompt lookup),
+// bit-identical logits in mixed batches (with and without speculation, different k, chunked prefill,
+// preemption), stop strings and max_tokens on the exact token, no leaked blocks (the target's or the draft's)
+// after a randomized run with cancellations, and the options' checks.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/offline_engine.h"
+#include "engine_test_util.h"
+#include "model/model.h"
+#include "quantizer/quantizer.h"
+#include "test_paths.h"
+
+namespace tessera {
+namespace {
+
+using namespace tessera::testing;
+
+// The embedded model's INT4 copy (round-to-nearest, groups of 32): the common draft, a quantized target.
+std::shared_ptr<const Model> int4_draft() {
+  static std::shared_ptr<const Model> m = [] {
+    const auto path = std::filesystem::temp_directory_path() / ("tessera_spec_int4_" + std::to_string(::getpid()) + ".gguf");
+    quant::QuantizeOptions q;
+    q.format = quant::WeightFormat::Int4;
+    quant::quantize_model(*model(), path.string(), q);
+    auto loaded = Model::load(path.string());
+    std::filesystem::remove(path);
+    return std::shared_ptr<const Model>(std::move(loaded));
+  }();
+  return m;
+}
+
+SpeculativeOptions ngram(int64_t k) {
+  SpeculativeOptions s;
+  s.method = SpecMethod::Ngram;
+  s.spec_tokens = k;
+  s.switch_policy = SpecSwitch::Always;  // every eligible step verifies: what the tests exercise
+  return s;
+}
+
+SpeculativeOptions draft(int64_t k) {
+  SpeculativeOptions s = ngram(k);
+  s.method = SpecMethod::Draft;
+  s.draft_model = int4_draft();
+  return s;
+}
+
+TEST(Speculative, GreedyGoldenPromptsAreIdenticalWithBothProposers) {
+  std::ifstream in(shared_path("fixtures/stories260K_greedy.json"));
+  const auto cases = nlohmann::json::parse(in);
+  ASSERT_EQ(cases.size(), 8u);
+  ThreadPool pool(2);
+  for (const SpeculativeOptions& spec : {ngram(4), draft(4), ngram(1), draft(8)}) {
+    OfflineEngine engine(model(), pool, 0, 512, KvType::F32, spec);
+    for (const auto& c : cases) {
+      SamplingParams p;
+      p.temperature = 0.0f;
+      p.max_tokens = 64;
+      const auto result = engine.generate(c["prompt_ids"].get<std::vector<int32_t>>(), p);
+      EXPECT_EQ(result.tokens, c["generated_ids"].get<std::vector<int32_t>>())
+          << spec_method_name(spec.method) << " k=" << spec.spec_tokens << ": " << c["prompt"];
+      EXPECT_EQ(result.text, c["text"].get<std::string>()) << c["prompt"];
+    }
+    // The engine publishes its stats after the step that finished the last request: wait for that one.
+    for (int i = 0; i < 200 && engine.stats().spec_kv_blocks_used != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const EngineStats s = engine.stats();
+    EXPECT_GT(s.n_spec_drafts, 0u) << spec_method_name(spec.method) << ": speculation never ran";
+    EXPECT_GT(s.n_spec_accepted_tokens, 0u) << spec_method_name(spec.method) << ": nothing was ever accepted";
+    EXPECT_EQ(s.spec_kv_blocks_used, 0) << "the draft's blocks outlived their sequences";
+  }
+}
+
+TEST(Speculative, GreedyTinyRandomGoldenIsIdentical) {
+  // The llama.cpp reference's greedy ids on a model with a 32000-token vocabulary; prompt lookup only (the
+  // model has no INT4 copy here).
+  auto m = Model::load(shared_path("models/llama-2-tiny-random.gguf"));
+  std::ifstream in(shared_path("fixtures/llama2_tiny_random_logits.json"));
+  const auto ref = nlohmann::json::parse(in);
+  ThreadPool pool(2);
+  OfflineEngine engine(std::move(m), pool, 0, 512, KvType::F32, ngram(4));
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 16;
+  EXPECT_EQ(engine.generate(ref["prompt_ids"].get<std::vector<int32_t>>(), p).tokens,
+            ref["greedy_ids"].get<std::vector<int32_t>>());
+}
+
+// Mixed batches: bit-identical tokens and logits to each prompt decoded alone without speculation, with
+// speculating and non-speculating requests together, under several k, chunk sizes and a pool small enough
+// to preempt.
+TEST(Speculative, MixedBatchesAreBitIdenticalToPlainDecoding) {
+  std::vector<Outcome> solo;
+  for (const auto& p : kPrompts) solo.push_back(run_alone(greedy_request(p, 40)));
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 6; ++trial) {
+    EngineOptions o = small_options();
+    const int64_t k = std::array<int64_t, 6>{1, 2, 4, 8, 3, 16}[size_t(trial)];
+    o.speculative = trial % 2 ? draft(k) : ngram(k);
+    o.scheduling.max_batched_tokens = std::uniform_int_distribution<int64_t>(12, 80)(rng);
+    o.scheduling.max_seqs = trial % 3 == 0 ? 8 : 5;
+    o.kv_block_size = trial % 2 ? 16 : 4;
+    o.kv_blocks = trial % 3 == 0 ? (o.kv_block_size == 16 ? 12 : 48) : 256;  // every third: preemption
+    Engine engine(model(), o);
+    std::vector<size_t> order(kPrompts.size() * 2);
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i % kPrompts.size();
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::unique_ptr<Collector>> collectors;
+    for (size_t j = 0; j < order.size(); ++j) {
+      Request r = greedy_request(kPrompts[order[j]], 40);
+      r.speculative = j % 3 != 2;  // a third of the requests opt out
+      collectors.push_back(std::make_unique<Collector>());
+      engine.submit(r, collectors.back()->callback());
+    }
+    for (size_t j = 0; j < order.size(); ++j) {
+      expect_same_outcome(collectors[j]->wait(), solo[order[j]],
+                          "trial " + std::to_string(trial) + " request " + std::to_string(j));
+    }
+    const EngineStats s = engine.stats();
+    EXPECT_GT(s.n_spec_drafts, 0u) << "trial " << trial;
+    if (trial % 3 == 0) EXPECT_GT(s.n_preemptions, 0u) << "trial " << trial;
+    expect_no_leaks(engine);
+    EXPECT_EQ(engine.stats().spec_kv_blocks_used, 0) << "trial " << trial;
+  }
+}
+
+// Stop strings and max_tokens end a speculating request on the same token as a plain one, though a
+// verification step may emit several tokens at once.
+TEST(Speculative, StopStringsAndMaxTokensLandOnTheExactToken) {
+  const Outcome plain = run_alone(greedy_request("Once upon a time", 60));
+  ASSERT_GT(plain.text.size(), 40u);
+  const std::string stop = plain.text.substr(30, 4);
+  for (const SpeculativeOptions& spec : {ngram(8), draft(8)}) {
+    EngineOptions o = small_options();
+    o.speculative = spec;
+    for (int max_tokens : {1, 2, 5, 9, 33}) {
+      const Outcome want = run_alone(greedy_request("Once upon a time", max_tokens));
+      const Outcome got = run_alone(greedy_request("Once upon a time", max_tokens), o);
+      EXPECT_EQ(got.tokens, want.tokens) << "max_tokens " << max_tokens;
+      EXPECT_EQ(got.stats.n_generated_tokens, max_tokens);
+      EXPECT_EQ(got.reason, FinishReason::Length);
+    }
+    Request r = greedy_request("Once upon a time", 60);
+    r.sampling.stop = {stop};
+    Request plain_r = r;
+    const Outcome want = run_alone(plain_r);
+    const Outcome got = run_alone(r, o);
+    EXPECT_EQ(want.reason, FinishReason::Stop);
+    EXPECT_EQ(got.reason, FinishReason::Stop);
+    EXPECT_EQ(got.text, want.text);
+    EXPECT_EQ(got.tokens, want.tokens);
+  }
+}
+
+// Randomized: greedy and sampled requests, stop strings, short and long outputs, cancellations at random
+// moments, n > 1; afterwards neither the target's pool nor the draft's holds a block.
+TEST(Speculative, NoBlockLeaksAfterARandomizedMixedRun) {
+  for (const SpeculativeOptions& spec : {ngram(4), draft(3)}) {
+    EngineOptions o = small_options();
+    o.speculative = spec;
+    o.kv_blocks = 40;  // tight: preemption and draft drops happen
+    o.kv_block_size = 4;
+    o.scheduling.max_batched_tokens = 48;
+    Engine engine(model(), o);
+    std::mt19937 rng(5);
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < 24; ++i) {
+      Request r = greedy_request(kPrompts[size_t(i) % kPrompts.size()], std::uniform_int_distribution<int>(1, 50)(rng));
+      r.capture_logits = false;
+      if (i % 2) {
+        r.sampling.temperature = 0.8f;
+        r.sampling.top_p = 0.9f;
+        r.sampling.seed = uint64_t(i);
+        r.sampling.has_seed = true;
+      }
+      if (i % 5 == 0) r.sampling.stop = {"the"};
+      if (i % 7 == 0) r.n = 2;
+      r.speculative = i % 4 != 3;
+      ids.push_back(engine.submit(r, [](const StreamEvent&) {}));  // the leak check waits for all of them
+      if (i % 6 == 5) engine.cancel(ids[size_t(std::uniform_int_distribution<int>(0, i)(rng))]);
+    }
+    expect_no_leaks(engine);
+    EXPECT_EQ(engine.stats().spec_kv_blocks_used, 0) << spec_method_name(spec.method);
+    EXPECT_GT(engine.stats().n_spec_drafts, 0u) << spec_method_name(spec.method);
+  }
+}
+
+TEST(Speculative, BadOptionsAreRefusedWithTheirReason) {
+  auto refused = [](const SpeculativeOptions& s) {
+    EngineOptions o = small_options();
+    o.speculative = s;
+    try {
+      Engine engine(model(), o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refused(ngram(0)).find("spec tokens must be in 1..16"), std::string::npos);
+  EXPECT_NE(refused(ngram(kMaxSpecTokens + 1)).find("spec tokens must be in 1..16"), std::string::npos);
+  SpeculativeOptions missing = draft(4);
+  missing.draft_model = nullptr;
+  EXPECT_NE(refused(missing).find("needs the draft model"), std::string::npos);
+  SpeculativeOptions other = draft(4);
+  other.draft_model = Model::load(shared_path("models/llama-2-tiny-random.gguf"));
+  const std::string why = refused(other);
+  EXPECT_NE(why.find("vocabularies differ (512 tokens vs 32000)"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace tessera
