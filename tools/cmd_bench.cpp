@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/weight_types.h"
 #include "core/thread_pool.h"
 #include "core/kv_type.h"
 #include "model/model.h"
@@ -33,7 +34,7 @@ struct BenchOptions {
   int64_t group = 32;  // INT4 with --preset
   int threads = 0;
   LoadOptions load;
-  std::string kv_type = "f16";
+  KvType kv_type = KvType::F16;
   bool json = false;
   bool quick = false;
   bool spec_cost_only = false;  // --spec-cost: only the verification cost table
@@ -87,7 +88,7 @@ LoadedModel load_bench_model(const BenchOptions& o, ThreadPool& pool) {
   const ModelPreset* preset = find_model_preset(o.preset);
   if (preset == nullptr) fail("unknown preset '{}' (known: {})", o.preset, model_preset_names());
   const std::optional<TensorType> t = weight_type_from_name(o.type);
-  if (!t) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4)", o.type);
+  if (!t) fail("unknown weight type '{}' ({})", o.type, weight_type_names());
   const SyntheticPlan plan = plan_synthetic_model(*preset, *t, o.seed, o.group);
   for (const std::string& note : plan.notes) std::fprintf(stderr, "bench: %s\n", note.c_str());
   progress(fmt::format("building {} {} with random weights in memory", preset->name, tensor_type_name(*t)));
@@ -102,12 +103,10 @@ LoadedModel load_bench_model(const BenchOptions& o, ThreadPool& pool) {
 // --offline: the batching policies compared on one workload through the real engine.
 int bench_offline(const BenchOptions& o) {
   if (o.model_path.empty() == o.preset.empty()) fail("give either -m MODEL or --preset NAME --type TYPE");
-  const std::optional<KvType> kv_type = kv_type_from_name(o.kv_type);
-  if (!kv_type) fail("unknown KV cache type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
   ThreadPool pool(o.threads);
   const LoadedModel loaded = load_bench_model(o, pool);
   OfflineBenchCli offline = o.offline;
-  offline.bench.engine.kv_type = *kv_type;
+  offline.bench.engine.kv_type = o.kv_type;
   offline.load = o.load;
   offline.ignore_memory_check = o.ignore_memory_check;
   return run_offline_bench_cli(loaded.model, offline, o.threads > 0 ? o.threads : ThreadPool::physical_core_count(),
@@ -116,11 +115,9 @@ int bench_offline(const BenchOptions& o) {
 
 // --spec-cost: the verification cost table alone (a minute, not the whole roofline run).
 int bench_spec_cost(const BenchOptions& o) {
-  const std::optional<KvType> kv_type = kv_type_from_name(o.kv_type);
-  if (!kv_type) fail("unknown KV cache type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
   ThreadPool pool(o.threads);
   const LoadedModel loaded = load_bench_model(o, pool);
-  const SpecCostReport r = measure_spec_cost(loaded.model, pool, *kv_type, o.quick);
+  const SpecCostReport r = measure_spec_cost(loaded.model, pool, o.kv_type, o.quick);
   if (o.json) {
     std::printf("%s\n", r.json().dump(2).c_str());
     return 0;
@@ -133,8 +130,6 @@ int bench_spec_cost(const BenchOptions& o) {
 
 int bench(const BenchOptions& o) {
   if (o.model_path.empty() == o.preset.empty()) fail("give either -m MODEL or --preset NAME --type TYPE");
-  const std::optional<KvType> kv_type = kv_type_from_name(o.kv_type);
-  if (!kv_type) fail("unknown KV cache type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
   if (o.spec_cost_only) return bench_spec_cost(o);
   ThreadPool pool(o.threads);
   const int peak_reps = o.quick ? 2 : 3;
@@ -152,7 +147,7 @@ int bench(const BenchOptions& o) {
   const TensorType type = loaded.type;
   const uint64_t tensor_bytes = loaded.tensor_bytes, file_bytes = loaded.file_bytes;
   const ProcessMemory after_load = read_process_memory();
-  measure_decode(model, pool, 1, 1, 1, *kv_type);  // touches every weight once
+  measure_decode(model, pool, 1, 1, 1, o.kv_type);  // touches every weight once
   const ProcessMemory warm = read_process_memory();
   const gguf::File* file = model->file();
   const uint64_t resident_weights = file != nullptr && file->is_mapped() ? resident_bytes_of_mapping(file->bytes())
@@ -165,7 +160,7 @@ int bench(const BenchOptions& o) {
   peaks.measure(pool, peak_reps);
   for (int64_t n : kPrefillLengths) {
     progress(fmt::format("prefill {} tokens", n));
-    prefill[n] = measure_prefill(model, pool, n, o.quick ? 1 : 2, *kv_type);
+    prefill[n] = measure_prefill(model, pool, n, o.quick ? 1 : 2, o.kv_type);
   }
   progress("measuring fp32 and int8 peaks again");
   peaks.measure(pool, peak_reps);
@@ -181,11 +176,11 @@ int bench(const BenchOptions& o) {
   for (int64_t b : kDecodeBatches) {
     progress(fmt::format("decode batch {}", b));
     const int64_t steps = o.quick ? (b == 1 ? 4 : 2) : (b == 1 ? 16 : b <= 4 ? 8 : b <= 16 ? 6 : 4);
-    decode[b] = measure_decode(model, pool, b, kDecodePrompt, steps, *kv_type);
+    decode[b] = measure_decode(model, pool, b, kDecodePrompt, steps, o.kv_type);
     if (b == 1) bw_after = probe.measure_gbs(bw_reps);
   }
   const double bandwidth = (bw_before + bw_after) / 2;
-  const SpecCostReport spec_cost = measure_spec_cost(model, pool, *kv_type, o.quick);
+  const SpecCostReport spec_cost = measure_spec_cost(model, pool, o.kv_type, o.quick);
 
   const uint64_t weight_bytes = model->weight_bytes();
   const double decode_gbs = double(weight_bytes) * decode[1].tokens_per_s * 1e-9;
@@ -208,7 +203,7 @@ int bench(const BenchOptions& o) {
   r["model"] = name;
   r["type"] = std::string(tensor_type_name(type));
   r["threads"] = pool.size();
-  r["kv_type"] = kv_type_name(*kv_type);
+  r["kv_type"] = kv_type_name(o.kv_type);
   if (o.load.int8_threshold > 0.0f) r["int8_threshold"] = o.load.int8_threshold;
   r["isa"] = std::string(isa_name(kernel_isa(active_isa())));
   r["cpu"] = cpu_model_name();
@@ -263,7 +258,7 @@ int bench(const BenchOptions& o) {
   const auto gib = [](uint64_t b) { return double(b) / double(1ULL << 30); };
   const auto yes = [](bool b) { return b ? "met" : "NOT met"; };
   std::printf("model      %s, %s weights, %s KV cache, %d threads, %s kernels\n", name.c_str(),
-              std::string(tensor_type_name(type)).c_str(), kv_type_name(*kv_type), pool.size(),
+              std::string(tensor_type_name(type)).c_str(), kv_type_name(o.kv_type), pool.size(),
               std::string(isa_name(kernel_isa(active_isa()))).c_str());
   std::printf("cpu        %s\n\n", cpu_model_name().c_str());
   std::printf("%-34s %12s\n", "machine limit (measured now)", "value");
@@ -317,14 +312,14 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   add_memory_check_flag(cmd, o->ignore_memory_check);
   auto* preset = cmd->add_option("--preset", o->preset, "random in-memory (synthetic) weights at this shape: " +
                                                             model_preset_names());
-  cmd->add_option("--type", o->type, "weight type with --preset: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4")
+  cmd->add_option("--type", o->type, "weight type with --preset: " + weight_type_names())
       ->needs(preset);
   cmd->add_option("--group", o->group, "INT4 group size with --preset --type int4: 32 or 128")->capture_default_str();
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   model->excludes(preset);
   cmd->add_option("--seed", o->seed, "random seed of the synthetic weights")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f32, f16, bf16, int8, fp8")->capture_default_str();
+  add_kv_type_option(cmd, "--kv-type", o->kv_type, "KV cache type: " + kv_type_names() + " (default f16)");
   cmd->add_flag("--json", o->json, "print one JSON object instead of the table");
   cmd->add_flag("--quick", o->quick, "fewer repetitions and a smaller bandwidth buffer");
   cmd->add_flag("--spec-cost", o->spec_cost_only,

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/weight_types.h"
 #include "model/llama2c.h"
 #include "model/gguf_export.h"
 #include "model/hf_model.h"
@@ -13,6 +14,12 @@
 
 namespace tessera {
 namespace {
+
+// The on-disk types an export writes from any source. I8 is on disk too, but its per-row scales come from the
+// quantizer (`tessera quantize --type int8`).
+std::string convertible_type_names() {
+  return weight_type_names([](const WeightTypeInfo& w) { return w.on_disk && w.traits.type != TensorType::I8; });
+}
 
 struct ConvertOptions {
   std::string input;  // Hugging Face folder or GGUF file
@@ -28,7 +35,7 @@ int convert_model(const ConvertOptions& o) {
   if (o.type != "auto") {
     options.matrix_type = weight_type_from_name(o.type);
     if (!options.matrix_type || *options.matrix_type == TensorType::I8) {
-      fail("unknown --type '{}' (auto, f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)", o.type);
+      fail("unknown --type '{}' (auto, {})", o.type, convertible_type_names());
     }
   }
   std::shared_ptr<gguf::File> source;
@@ -65,7 +72,7 @@ void add_convert_command(CLI::App& app, CommandAction& action) {
       ->check(CLI::ExistingFile)
       ->needs(llama2c);
   cmd->add_option("-o,--output", o->output, "output GGUF path")->required();
-  cmd->add_option("--type", o->type, "matrix weight type: auto (keep), f32, f16, bf16, q8_0, q4_0, q4_k, q6_k")
+  cmd->add_option("--type", o->type, "matrix weight type: auto (keep), " + convertible_type_names())
       ->capture_default_str();
   cmd->add_option("--name", o->name, "general.name to record (--llama2c; default stories260K)");
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/weight_types.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "tokenizer/vocab_gguf.h"
@@ -36,7 +37,7 @@ int make_model(const MakeModelOptions& o) {
   if (o.vocab_size > 0) resized.n_vocab = o.vocab_size;
   const ModelPreset* preset = &resized;
   const std::optional<TensorType> type = weight_type_from_name(o.type);
-  if (!type) fail("unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4)", o.type);
+  if (!type) fail("unknown weight type '{}' ({})", o.type, weight_type_names());
   if (*type == TensorType::INT4 && o.group != 32 && o.group != 128) {
     fail("invalid --group {}: INT4 groups are 32 or 128", o.group);
   }
@@ -76,7 +77,7 @@ void add_make_model_command(CLI::App& app, CommandAction& action) {
   auto* cmd = app.add_subcommand("make-model", "Write a GGUF model with random weights at a published shape");
   auto o = std::make_shared<MakeModelOptions>();
   cmd->add_option("--preset", o->preset, "model shape: " + model_preset_names())->required();
-  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, int8, fp8, int4")->required();
+  cmd->add_option("--type", o->type, "weight type: " + weight_type_names())->required();
   cmd->add_option("--group", o->group, "INT4 group size: 32 or 128 (round-to-nearest on the random weights)")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "output GGUF file")->required();

@@ -78,7 +78,7 @@ void add_perplexity_command(CLI::App& app, CommandAction& action) {
   add_int8_threshold_option(cmd, o->load.int8_threshold)->description(
       "INT8 weights of the model under test (not the reference): per token, activations with |x| above this are "
       "multiplied in fp32, the rest in int8 (LLM.int8(); 0: off)");
-  add_kv_type_option(cmd, "--kv-type", o->kv_type, "KV cache storage of the model: f32 (default), f16, bf16, int8, fp8");
+  add_kv_type_option(cmd, "--kv-type", o->kv_type, "KV cache storage of the model: " + kv_type_names() + " (default f32)");
   add_kv_type_option(cmd, "--ref-kv-type", o->ref_kv_type, "KV cache storage of the reference (default f32)");
   cmd->callback([&action, o] {
     action = [o] { return run_perplexity(*o); };

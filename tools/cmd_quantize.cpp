@@ -7,11 +7,16 @@
 #include "commands.h"
 #include "core/json_file.h"
 #include "core/error.h"
+#include "core/weight_types.h"
 #include "model/model.h"
 #include "quantizer/quantizer.h"
 
 namespace tessera {
 namespace {
+
+std::string quantizer_type_names() {
+  return weight_type_names([](const WeightTypeInfo& w) { return w.quantizer_output; });
+}
 
 struct QuantizeCliOptions {
   std::string input, output, type, calibration, method;  // method empty: chosen from the type and calibration
@@ -57,7 +62,7 @@ std::string default_method(const QuantizeCliOptions& c, quant::WeightFormat form
 int run_quantize(QuantizeCliOptions c) {
   quant::QuantizeOptions o;
   const auto format = quant::weight_format_from_name(c.type);
-  if (!format) fail("unknown --type '{}' (int8, fp8, int4, q8_0, q4_0, q4_k, q6_k)", c.type);
+  if (!format) fail("unknown --type '{}' ({})", c.type, quantizer_type_names());
   o.format = *format;
   if (c.method.empty()) c.method = default_method(c, o.format);
   const auto method = quant::method_from_name(c.method);
@@ -118,7 +123,7 @@ void add_quantize_command(CLI::App& app, CommandAction& action) {
   auto o = std::make_shared<QuantizeCliOptions>();
   cmd->add_option("-m,--model", o->input, "input GGUF (F32/F16/BF16; default: the embedded model)");
   cmd->add_option("-o,--output", o->output, "output GGUF path")->required();
-  cmd->add_option("--type", o->type, "int8, fp8, int4, q8_0, q4_0, q4_k or q6_k")->required();
+  cmd->add_option("--type", o->type, quantizer_type_names())->required();
   cmd->add_option("--group", o->group, "INT4 group size: 32 or 128")->default_val(32);
   cmd->add_option("--calibration", o->calibration, "calibration text file (AWQ, GPTQ)");
   cmd->add_option("--samples", o->samples, "calibration windows")->default_val(8);

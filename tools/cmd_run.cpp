@@ -27,7 +27,7 @@ struct RunOptions {
   bool no_bos = false;
   bool ignore_memory_check = false;
   int64_t seed = -1;
-  std::string kv_type = "f16";
+  KvType kv_type = KvType::F16;
   LoadOptions load;
   SpecFlags spec;
   SamplingParams sampling;
@@ -62,10 +62,8 @@ int64_t context_for(const Model& model, const RunOptions& o, KvType kv_type) {
 int run(const RunOptions& o) {
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
   ThreadPool pool(o.threads);
-  const auto kv_type = kv_type_from_name(o.kv_type);
-  if (!kv_type) fail("unknown --kv-type '{}' (f32, f16, bf16, int8, fp8)", o.kv_type);
   const SpeculativeOptions spec = speculative_from_flags(o.spec, *model, o.load, o.ignore_memory_check);
-  OfflineEngine engine(model, pool, context_for(*model, o, *kv_type), 512, *kv_type, spec);
+  OfflineEngine engine(model, pool, context_for(*model, o, o.kv_type), 512, o.kv_type, spec);
 
   const SamplingDefaults from_model = model_defaults_not_overridden(model->sampling_defaults(), o);
   if (!from_model.empty()) std::fprintf(stderr, "sampling defaults from the model: %s\n", from_model.describe().c_str());
@@ -136,7 +134,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty")->capture_default_str();
   cmd->add_option("-s,--seed", o->seed, "random seed (default: random)");
   cmd->add_option("--stop", o->sampling.stop, "stop string (repeatable)");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache storage: f32, f16, bf16, int8, fp8")->capture_default_str();
+  add_kv_type_option(cmd, "--kv-type", o->kv_type, "KV cache storage: " + kv_type_names() + " (default f16)");
   cmd->add_flag("--ignore-eos", o->sampling.ignore_eos, "keep generating after end-of-sequence");
   cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
   add_spec_options(cmd, o->spec);

@@ -267,7 +267,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
       ->transform(CLI::AsSizeValue(false));
   cmd->add_option("--kv-block-size", o->engine.kv_block_size, "token positions per KV block")->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  add_kv_type_option(cmd, "--kv-type", o->engine.kv_type, "KV cache storage: f32, f16, bf16, int8, fp8 (default f16)");
+  add_kv_type_option(cmd, "--kv-type", o->engine.kv_type, "KV cache storage: " + kv_type_names() + " (default f16)");
   const std::map<std::string, SchedulingPolicy> modes{{"continuous", SchedulingPolicy::Continuous},
                                                       {"static", SchedulingPolicy::Static},
                                                       {"window", SchedulingPolicy::Window}};

@@ -27,7 +27,7 @@ CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& 
                        [](unsigned char ch) { return char(std::tolower(ch)); });
         const std::optional<KvType> type = kv_type_from_name(lower);
         if (!type) {
-          throw CLI::ValidationError(name, "unknown KV cache type '" + value + "' (f32, f16, bf16, int8, fp8)");
+          throw CLI::ValidationError(name, "unknown KV cache type '" + value + "' (" + kv_type_names() + ")");
         }
         target = *type;
       },

@@ -23,4 +23,10 @@ std::optional<KvType> kv_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string kv_type_names() {
+  std::string names;
+  for (KvType t : kKvTypes) names += (names.empty() ? "" : ", ") + std::string(kv_type_name(t));
+  return names;
+}
+
 }  // namespace tessera

@@ -60,4 +60,13 @@ std::optional<TensorType> weight_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string weight_type_names(bool (*offered)(const WeightTypeInfo&)) {
+  std::string names;
+  for (const WeightTypeInfo& w : kWeightTypes) {
+    if (w.cli_name.empty() || (offered != nullptr && !offered(w))) continue;
+    names += (names.empty() ? "" : ", ") + std::string(w.cli_name);
+  }
+  return names;
+}
+
 }  // namespace tessera

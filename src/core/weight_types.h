@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "core/kernel_type.h"
@@ -81,5 +82,9 @@ const WeightTypeInfo& weight_type_info(TensorType type);
 // cli_name, case-insensitive ("int8", "Q8_0", "fp8"). Callers that take only some types (the quantizer) check the
 // row's flags.
 std::optional<TensorType> weight_type_from_name(std::string_view name);
+
+// The names weight_type_from_name takes, of the rows `offered` keeps (all of them without it), in registry order
+// and ", "-separated: the one list help texts and errors print.
+std::string weight_type_names(bool (*offered)(const WeightTypeInfo&) = nullptr);
 
 }  // namespace tessera

@@ -61,4 +61,12 @@ inline void expect_clean_error(const CommandResult& r, const std::string& needle
   EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
 }
 
+// A value the command-line parser itself refuses (CLI11: its own exit code, the option's name, a hint to --help):
+// a non-zero exit that is not a crash, and the reason on stderr.
+inline void expect_usage_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr was: " << r.err;
+}
+
 }  // namespace tessera::testing

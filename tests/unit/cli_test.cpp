@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "cli_runner.h"
+#include "core/kv_type.h"
 #include "test_paths.h"
 
 namespace tessera {
@@ -39,12 +40,17 @@ TEST(Cli, RunGeneratesWithTheEmbeddedModel) {
 }
 
 TEST(Cli, EveryKvTypeGenerates) {
-  for (const char* type : {"f32", "f16", "bf16", "int8", "fp8"}) {
-    const CommandResult r = run_tessera(std::string("run -p \"Once upon a time\" -n 8 --temp 0 --kv-type ") + type);
+  for (KvType kv : kKvTypes) {
+    const std::string type = kv_type_name(kv);
+    const CommandResult r = run_tessera("run -p \"Once upon a time\" -n 8 --temp 0 --kv-type " + type);
     ASSERT_EQ(r.exit_code, 0) << type << ": " << r.err;
     EXPECT_EQ(r.out.rfind("Once upon a time, there was", 0), 0u) << type << ": " << r.out;
   }
-  expect_clean_error(run_tessera("run --kv-type int3"), "unknown --kv-type");
+  // Every command takes --kv-type through the same parser, with the registry's names.
+  for (const char* command : {"run", "bench", "serve", "perplexity"}) {
+    expect_usage_error(run_tessera(std::string(command) + " --kv-type int3"),
+                       "--kv-type: unknown KV cache type 'int3' (" + kv_type_names() + ")");
+  }
 }
 
 TEST(Cli, Int8ThresholdIsCheckedAndNotedWhereItDoesNothing) {

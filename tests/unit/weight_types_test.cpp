@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace tessera {
 namespace {
@@ -38,6 +41,34 @@ TEST(WeightTypes, EveryKernelTypeStandsForOneTypeAndLayout) {
     }
   }
   EXPECT_EQ(seen.size(), size_t(kKernelTypeCount));
+}
+
+// Help texts and errors print weight_type_names(): each listed name parses to a row the filter keeps, and every
+// such row is listed once.
+TEST(WeightTypes, TheListedNamesAreExactlyTheParsableOnesTheFilterKeeps) {
+  const auto split = [](const std::string& list) {
+    std::vector<std::string> names;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t end = std::min(list.find(", ", start), list.size());
+      names.push_back(list.substr(start, end - start));
+      start = end + 2;
+    }
+    return names;
+  };
+  const auto quantizer_rows = [](const WeightTypeInfo& w) { return w.quantizer_output; };
+  for (bool quantizer_only : {false, true}) {
+    const std::vector<std::string> names = split(weight_type_names(quantizer_only ? +quantizer_rows : nullptr));
+    std::set<TensorType> listed;
+    for (const std::string& name : names) {
+      const std::optional<TensorType> t = weight_type_from_name(name);
+      ASSERT_TRUE(t.has_value()) << "'" << name << "'";
+      EXPECT_TRUE(listed.insert(*t).second) << name << " listed twice";
+      if (quantizer_only) EXPECT_TRUE(weight_type_info(*t).quantizer_output) << name;
+    }
+    size_t expected = 0;
+    for (const WeightTypeInfo& w : kWeightTypes) expected += !w.cli_name.empty() && (!quantizer_only || w.quantizer_output);
+    EXPECT_EQ(listed.size(), expected);
+  }
 }
 
 }  // namespace
