@@ -119,23 +119,32 @@ void pack_tile(const MatmulArgs& a, int64_t t0, int nt, int32_t* q, float* scale
   }
 }
 
-// Software pipelining of the weight stream: while a tile column computes, it requests the next column's
-// weights into L2, so that only the first column of a call waits for memory. Without it the first token tile of
-// each column read its weights from memory and the others from L2, the two never overlapping: a 16-token
-// product (three tiles) took as long as one weight read plus two tiles' compute. Each of a column's token tiles
-// requests its share of the next column, a block (all 2·NZ groups of it) per iteration of its block loop.
+// The weight stream. A token block reads a tile column's weights from memory (or L3) once, in its first token
+// tile, and its other tiles find them in L2. That first tile requests, in each of its 2·NZ group streams, the
+// block kStreamAheadBytes further on (past the column's last block, the next column's first blocks): a few lines
+// of every stream in flight, the reads overlapping the tile's compute. The other tiles request nothing.
+// Before, every tile requested its share of the whole *next* column into L2 (70 KiB ahead for 32 Q8_0 rows of
+// 2048), far more than memory keeps in flight: with one tile per column (2-6 tokens) a 5632x2048 Q8_0x8 product
+// streamed from memory took 1.2-1.4x the 1-token (256-bit) time, now 1.0-1.1x; 8 tokens 1.9x, now 1.3x; 512
+// tokens 3-9 % less time (2 threads, Zen 5; docs/performance.md, issue 20).
+constexpr int kStreamAheadBytes = 3072;
+
 struct Ahead {
-  const uint8_t* next = nullptr;  // the next column's first block of this tile's share
-  int64_t blocks = 0;             // blocks in the share
+  const uint8_t* column = nullptr;  // this column's first block (the tile's first group)
+  const uint8_t* next = nullptr;    // the next column's first block
+  int64_t blocks = 0;               // blocks per group in a column
+  bool stream = false;              // the column's first token tile: it requests the weights ahead
 };
 
 template <int NZ, int kBlockBytes>
 TESSERA_INLINE inline void prefetch_ahead(const Ahead& ahead, int64_t b, size_t group_stride) {
-  if (b >= ahead.blocks) return;
-  const uint8_t* at = ahead.next + b * kBlockBytes;
+  constexpr int64_t kDistance = kStreamAheadBytes / kBlockBytes > 0 ? kStreamAheadBytes / kBlockBytes : 1;
+  if (!ahead.stream) return;
+  const int64_t p = b + kDistance;
+  const uint8_t* at = p < ahead.blocks ? ahead.column + p * kBlockBytes : ahead.next + (p - ahead.blocks) * kBlockBytes;
   static_for<2 * NZ>([&](auto g) TESSERA_INLINE {
     static_for<(kBlockBytes + 63) / 64>([&](auto line) TESSERA_INLINE {
-      _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * line), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * line), _MM_HINT_T0);
     });
   });
 }
@@ -164,6 +173,9 @@ TESSERA_INLINE inline void store_tile(const MatmulArgs& a, const __m512 (&acc)[N
 }
 
 // Q8_0x8, Q4_0x8, I8x8: rows 16·z .. 16·z + 15 of the tile starting at group `group` (NZ registers), NT tokens.
+// The int32 sums are not pinned (keep_in_zmm): GCC does not reassociate vpdpbusd chains, and pinned it stored
+// all NZ·NT sums to the stack every block (Q8_0, Q4_0) or spilled them (I8); unpinned, 512-token products of
+// 5632x2048 ran 16-17 % faster (2 threads, Zen 5, both versions timed call by call in one binary).
 template <ZmmKind K, int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0, int64_t group,
                                                  const Ahead ahead) {
@@ -208,7 +220,6 @@ __attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const Pack
           static_for<NZ>([&](auto z) {
             s32[z][t] = _mm512_dpbusd_epi32(s32[z][t], lo[z], xl);
             s32[z][t] = _mm512_dpbusd_epi32(s32[z][t], hi[z], xh);
-            keep_in_zmm(s32[z][t]);
           });
         });
       });
@@ -223,7 +234,6 @@ __attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const Pack
           const __m512i xv = _mm512_set1_epi32(xb[j * NT + t]);
           static_for<NZ>([&](auto z) {
             s32[z][t] = _mm512_dpbusd_epi32(s32[z][t], w[z], xv);
-            keep_in_zmm(s32[z][t]);
           });
         });
       });
@@ -322,18 +332,15 @@ struct PackedBlock {
 };
 
 // The block's tokens for one tile column (NZ registers from `group`) in tiles of kNT, then one narrower tile;
-// tile i of n requests blocks [i·nb/n, (i+1)·nb/n) of the next column (Ahead).
+// the first tile streams the column's weights (Ahead).
 template <typename Family, int NZ>
 void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind>& x, int64_t group) {
   constexpr ZmmKind K = Family::kKind;
   constexpr int kNT = PackedBlock<K>::kNT;
   const int64_t nb = a.n_in / zmm_block_values<K>();
-  const int64_t n_tiles = (x.te - x.tb + kNT - 1) / kNT;
+  const uint8_t* first = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
   const uint8_t* next = a.w + static_cast<size_t>(group + 2 * NZ) * 8 * a.row_bytes;
-  auto ahead = [&](int64_t t) {
-    const int64_t i = (t - x.tb) / kNT, lo = i * nb / n_tiles, hi = (i + 1) * nb / n_tiles;
-    return Ahead{next + lo * zmm_block_bytes<K>(), hi - lo};
-  };
+  auto ahead = [&](int64_t t) { return Ahead{first, next, nb, t == x.tb}; };
   const typename Family::Column column = Family::template column<NZ>(a, group);
   int64_t t = x.tb;
   for (; t + kNT <= x.te; t += kNT) Family::template tile<NZ, kNT>(a, x.tile(t), t, group, ahead(t), column);
