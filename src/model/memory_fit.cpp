@@ -29,12 +29,14 @@ void require_kv_cache_fits_in_memory(const Model& model, uint64_t kv_bytes, uint
       draft.model ? fmt::format(", with the draft model {} (weights {:.1f} GiB, its KV cache {:.1f} GiB),",
                                 draft.model->name(), double(draft_weights) / kGiB, double(draft_kv) / kGiB)
                   : std::string();
-  throw MemoryFitError(
+  MemoryFitError error(
       MemoryFitError::Part::KvCache, kv_source,
       fmt::format("{}: its weights ({:.1f} GiB) and the KV cache for {} ({:.1f} GiB){} need more than the {:.1f} GiB "
                   "of memory available",
                   model.name(), double(weights) / kGiB, kv_source, double(kv_bytes) / kGiB, with_draft,
                   double(available_bytes) / kGiB));
+  error.with_draft = draft.model != nullptr;
+  throw error;
 }
 
 }  // namespace tessera

@@ -25,6 +25,7 @@ class MemoryFitError : public Error {
       : Error(message), part(part), kv_source(std::move(kv_source)) {}
   Part part;
   std::string kv_source;  // KvCache: what sized the cache, as the caller named it
+  bool with_draft = false;  // KvCache: a draft model's weights and cache were part of what did not fit
 };
 
 // Throws MemoryFitError when the weights the forward pass reads exceed `available_bytes` (0: unknown, no

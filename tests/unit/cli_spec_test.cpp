@@ -51,6 +51,7 @@ TEST(CliSpec, TheDraftsCacheCountsInServesMemoryCheck) {
   EXPECT_NE(r.err.find("the KV cache for --kv-blocks 100000000"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("with the draft model "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("Lower --kv-blocks"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("use a smaller --draft-model"), std::string::npos) << r.err;
 }
 
 }  // namespace
