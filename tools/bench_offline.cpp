@@ -48,6 +48,9 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
   b.engine.speculative = speculative_from_flags(o.spec, *model, o.load, o.ignore_memory_check);
   b.engine.kv_cache_bytes = o.kv_cache_mb << 20;
   fit_engine_kv_cache(*model, b.engine, available_bytes, fmt::format("--kv-cache-mb {}", o.kv_cache_mb));
+  // The pool as blocks: with a draft model a cache size covers both caches, so the modes without speculation
+  // would otherwise get more target blocks from the same bytes than the one with it, and compare unevenly.
+  b.engine.kv_blocks = engine_kv_blocks(model->config(), b.engine);
   b.engine.scheduling.batch_size = std::min(b.engine.scheduling.batch_size, b.engine.scheduling.max_seqs);
   if (!json) {
     std::printf("offline batching benchmark: %s, %d requests, prompt %d, output %d-%d, max_seqs %lld, "

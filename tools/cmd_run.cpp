@@ -50,11 +50,13 @@ SamplingDefaults model_defaults_not_overridden(const SamplingDefaults& model, co
 }
 
 // The context to allocate: -c when given (checked against the memory available), else the model's training
-// context or, when its KV cache would not fit beside the weights, the longest that does (with a note).
-int64_t context_for(const Model& model, const RunOptions& o, KvType kv_type) {
+// context or, when its KV cache would not fit beside the weights, the longest that does (with a note). A draft
+// model's weights and cache (as long as the target's) count too.
+int64_t context_for(const Model& model, const RunOptions& o, KvType kv_type, const SpeculativeOptions& spec) {
   std::string note;
+  const Model* draft = spec.method == SpecMethod::Draft ? spec.draft_model.get() : nullptr;
   const int64_t n_ctx = fit_context(model, o.ctx_size, kv_type, memory_for_check(o.ignore_memory_check),
-                                    fmt::format("-c {}", usable_context(model.config(), o.ctx_size)), &note);
+                                    fmt::format("-c {}", usable_context(model.config(), o.ctx_size)), &note, draft);
   if (!note.empty()) std::fprintf(stderr, "note: %s; -c sets it\n", note.c_str());
   return n_ctx;
 }
@@ -63,7 +65,7 @@ int run(const RunOptions& o) {
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
   ThreadPool pool(o.threads);
   const SpeculativeOptions spec = speculative_from_flags(o.spec, *model, o.load, o.ignore_memory_check);
-  OfflineEngine engine(model, pool, context_for(*model, o, o.kv_type), 512, o.kv_type, spec);
+  OfflineEngine engine(model, pool, context_for(*model, o, o.kv_type, spec), 512, o.kv_type, spec);
 
   const SamplingDefaults from_model = model_defaults_not_overridden(model->sampling_defaults(), o);
   if (!from_model.empty()) std::fprintf(stderr, "sampling defaults from the model: %s\n", from_model.describe().c_str());

@@ -93,15 +93,13 @@ int serve(ServeOptions& o) {
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
   std::shared_ptr<Model> fallback_model;
   if (!o.fallback_path.empty()) fallback_model = load_model_or_embedded(o.fallback_path, o.load, o.ignore_memory_check);
-  // Both models, the draft and both KV caches share the memory (0 stays "no check").
+  // Both models, the draft and all KV caches (the draft's own among them) share the memory: fit_kv_pools
+  // counts the draft from the primary's speculative options.
   EngineOptions primary_options = o.engine, fallback_options = o.engine;
   primary_options.speculative = speculative_from_flags(o.spec, *model, o.load, o.ignore_memory_check);
-  const std::shared_ptr<const Model>& draft = primary_options.speculative.draft_model;
-  const uint64_t total = memory_for_check(o.ignore_memory_check);
-  const uint64_t draft_bytes = draft ? draft->weight_bytes() : 0;
   std::vector<std::pair<const Model*, EngineOptions*>> engines{{model.get(), &primary_options}};
   if (fallback_model) engines.push_back({fallback_model.get(), &fallback_options});
-  fit_engine_kv_caches(engines, total == 0 ? 0 : total > draft_bytes ? total - draft_bytes : 1);
+  fit_engine_kv_caches(engines, memory_for_check(o.ignore_memory_check));
   auto primary = std::make_shared<Engine>(model, primary_options);
   std::shared_ptr<Engine> fallback;
   if (fallback_model) fallback = std::make_shared<Engine>(fallback_model, fallback_options);

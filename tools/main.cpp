@@ -92,7 +92,8 @@ std::string memory_fit_way_out(const MemoryFitError& e) {
   }
   // kv_source is the flag and its value ("-c 40960", "--kv-blocks 4096 (one sequence)"): name the flag alone.
   const std::string flag = e.kv_source.substr(0, e.kv_source.find(' '));
-  return fmt::format("Lower {}, store the cache in 8 bits (--kv-type int8), or pass --ignore-memory-check", flag);
+  return fmt::format("Lower {}, store the cache in 8 bits (--kv-type int8), {}or pass --ignore-memory-check", flag,
+                     e.with_draft ? "use a smaller --draft-model (or --spec ngram, which needs no cache), " : "");
 }
 
 CLI::Option* add_memory_check_flag(CLI::App* cmd, bool& ignore_memory_check) {

@@ -334,6 +334,11 @@ bool Engine::Impl::step() {
   propose();
   const StepPlan plan = scheduler->schedule(now);
   counters.n_preemptions += plan.preempted.size();
+  // A preempted sequence gives back the draft's blocks with the target's: it may wait long, and the draft's
+  // pool (as many blocks as the target's) would otherwise fill with sequences that are not running. It is
+  // recomputed from its tokens when it runs again, on both caches.
+  if (proposer)
+    for (const Sequence* seq : plan.preempted) proposer->forget(seq->id);
   if (plan.empty()) {
     publish_stats();
     return false;

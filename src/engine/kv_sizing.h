@@ -39,11 +39,14 @@ uint64_t kv_cache_budget_bytes(const Model& model, uint64_t available_bytes);
 
 // The pool an engine with `options` gets on a model with `config`: its block count (options.kv_blocks, else
 // options.kv_cache_bytes, else room for max_seqs full-length sequences within kDefaultKvCacheCapBytes) and the
-// bytes of one block.
+// bytes of one block. With a draft model (options.speculative) a block's bytes count the draft's block too:
+// the draft's own cache has as many blocks as the target's (DraftModelProposer), so every size here (the
+// cache bytes options give, the default cap, what fits) covers both caches.
 int64_t engine_kv_blocks(const ModelConfig& config, const EngineOptions& options);
 uint64_t engine_kv_block_bytes(const ModelConfig& config, const EngineOptions& options);
 
-// Serving: checks the engine's pool against `available_bytes` (0: no check) beside the weights. A size the
+// Serving: checks the engine's pool against `available_bytes` (0: no check) beside the weights (the draft
+// model's included, and its cache with the target's: engine_kv_block_bytes). A size the
 // options give must fit (else tessera::Error naming `size_source`, else the option that set it); a derived
 // one that does not is shrunk to the budget (options.kv_cache_bytes set; `note`, when given, says so), as long
 // as one full-length sequence fits. Returns the pool's bytes. `context_source` names what set the context, for
@@ -64,15 +67,17 @@ struct KvPoolFit {
   uint64_t bytes = 0;
   std::string note;  // set when a derived pool was shrunk to fit
 };
-// Sets every model's weights aside first (all are loaded before any pool is allocated), then fits each pool in
+// Sets every model's weights (draft models' too) aside first (all are loaded before any pool is allocated),
+// then fits each pool in
 // order to what the weights and the pools before it leave, by fit_kv_pool: so the first engine gets the larger
 // share when memory is short. `available_bytes` 0: no check.
 std::vector<KvPoolFit> fit_kv_pools(const std::vector<KvPoolRequest>& engines, uint64_t available_bytes);
 
 // One sequence (`tessera run`): the context to allocate. A requested one (requested_ctx > 0) must fit beside
 // the weights (else tessera::Error naming `size_source`); otherwise the model's training context, or when its
-// cache does not fit the budget, the longest that does (`note` says so).
+// cache does not fit the budget, the longest that does (`note` says so). A `draft` model's weights and its own
+// cache for the same context (as many blocks of kDefaultKvBlockSize) share the memory.
 int64_t fit_context(const Model& model, int64_t requested_ctx, KvType kv_type, uint64_t available_bytes,
-                    const std::string& size_source, std::string* note = nullptr);
+                    const std::string& size_source, std::string* note = nullptr, const Model* draft = nullptr);
 
 }  // namespace tessera

@@ -25,6 +25,7 @@ class MemoryFitError : public Error {
       : Error(message), part(part), kv_source(std::move(kv_source)) {}
   Part part;
   std::string kv_source;  // KvCache: what sized the cache, as the caller named it
+  bool with_draft = false;  // KvCache: a draft model's weights and cache were part of what did not fit
 };
 
 // Throws MemoryFitError when the weights the forward pass reads exceed `available_bytes` (0: unknown, no
@@ -33,10 +34,18 @@ void require_weights_fit_in_memory(const Model& model, uint64_t available_bytes)
 
 // What the KV cache may take beside the weights (the reserve) is engine/kv_sizing.h's kv_cache_budget_bytes.
 
-// Throws MemoryFitError when the weights and a KV cache of `kv_bytes` together exceed `available_bytes` (0: no
-// check). `kv_source` says what sized the cache in the caller's terms ("-c 40960", "--kv-blocks 4096"), for the
-// message and the error's kv_source.
+// A draft model for speculative decoding, which shares the memory with the model it drafts for: its weights
+// and its own KV cache (`kv_bytes`, apart from the model's).
+struct DraftMemory {
+  const Model* model = nullptr;  // none: no draft
+  uint64_t kv_bytes = 0;
+};
+
+// Throws MemoryFitError when the weights and a KV cache of `kv_bytes` together (with the draft's weights and
+// cache, when given) exceed `available_bytes` (0: no check). `kv_source` says what sized the cache in the
+// caller's terms ("-c 40960", "--kv-blocks 4096"), for the message and the error's kv_source. The message
+// names every size.
 void require_kv_cache_fits_in_memory(const Model& model, uint64_t kv_bytes, uint64_t available_bytes,
-                                     const std::string& kv_source);
+                                     const std::string& kv_source, const DraftMemory& draft = {});
 
 }  // namespace tessera

@@ -42,5 +42,17 @@ TEST(CliSpec, BadValuesEndWithOneClearLine) {
                      "their vocabularies differ (512 tokens vs 32000)");
 }
 
+// The draft model's own KV cache (as many blocks as the target's) is part of serve's memory check: a pool
+// that cannot fit names both models' sizes, and the flag to lower.
+TEST(CliSpec, TheDraftsCacheCountsInServesMemoryCheck) {
+  const CommandResult r = run_tessera("serve --port 0 --kv-blocks 100000000 --draft-model " +
+                                      tessera::testing::source_path("models/stories260K.gguf"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the KV cache for --kv-blocks 100000000"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("with the draft model "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Lower --kv-blocks"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("use a smaller --draft-model"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace tessera

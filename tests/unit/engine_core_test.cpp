@@ -306,6 +306,70 @@ TEST(KvSizing, EnginesSharingTheMemoryFitInOrderAfterAllTheWeights) {
   EXPECT_EQ(fits[1].bytes, planned);
 }
 
+// A draft model's weights and its own cache (as many blocks as the target's) share the memory with the
+// target's: a pool block costs both caches' blocks, and every fit counts the draft. The embedded model drafts
+// for itself here, so a block costs exactly twice the target's.
+TEST(KvSizing, ADraftModelsWeightsAndCacheCountInEveryFit) {
+  const Model& m = *model();
+  const uint64_t w = m.weight_bytes(), reserve = uint64_t{256} << 20;
+  EngineOptions plain, spec;
+  spec.speculative.method = SpecMethod::Draft;
+  spec.speculative.draft_model = model();
+  const uint64_t block = engine_kv_block_bytes(m.config(), plain);
+  ASSERT_EQ(engine_kv_block_bytes(m.config(), spec), 2 * block);
+  spec.kv_cache_bytes = 10 * 2 * block;
+  EXPECT_EQ(engine_kv_blocks(m.config(), spec), 10);  // a given size covers both caches
+  spec.kv_cache_bytes = 0;
+
+  // A given block count: both weights and both caches fit to the byte, or the check refuses with every size.
+  EngineOptions given = spec;
+  given.kv_blocks = 10;
+  EXPECT_EQ(fit_kv_pool(m, given, 2 * w + 10 * 2 * block, "--kv-blocks 10"), 10 * 2 * block);
+  try {
+    fit_kv_pool(m, given, 2 * w + 10 * 2 * block - 1, "--kv-blocks 10");
+    FAIL() << "expected an error: the draft's weights and cache do not fit";
+  } catch (const MemoryFitError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(e.kv_source, "--kv-blocks 10");
+    EXPECT_NE(message.find("the draft model " + m.name()), std::string::npos) << message;
+    EXPECT_EQ(message.find("--draft-model"), std::string::npos) << "the library names no flags: " << message;
+  }
+
+  // A derived pool shrinks to what both weights leave, in blocks of both caches.
+  EngineOptions derived = spec;
+  std::string note;
+  const uint64_t fit = fit_kv_pool(m, derived, 2 * w + reserve + 100 * 2 * block, {}, &note);
+  EXPECT_EQ(fit, 100 * 2 * block);
+  EXPECT_EQ(engine_kv_blocks(m.config(), derived), 100);
+  EXPECT_NE(note.find("the draft model's cache included"), std::string::npos) << note;
+  // Not one full-length sequence of both caches beside both weights: refused, naming what set the context.
+  const uint64_t one_sequence = kv_cache_bytes_for_context(m.config(), usable_context(m.config(), 0), plain.kv_type);
+  EngineOptions tight = spec;
+  EXPECT_THROW(fit_kv_pool(m, tight, 2 * w + 2 * one_sequence - 1, {}, nullptr, "-c 512"), MemoryFitError);
+  EXPECT_EQ(fit_kv_pool(m, tight, 2 * w + 2 * one_sequence, {}, nullptr, "-c 512"), 2 * one_sequence);
+
+  // Beside a fallback: the primary's draft is set aside with all the weights before any pool is fitted.
+  EngineOptions primary = spec, fallback;
+  const std::vector<KvPoolFit> fits =
+      fit_kv_pools({{&m, &primary, "", ""}, {&m, &fallback, "", ""}}, 3 * w + reserve + 100 * 2 * block + 50 * block);
+  EXPECT_EQ(fits[0].bytes, 125 * 2 * block);  // 250 target blocks' bytes: 125 blocks of both caches
+  EXPECT_EQ(fits[1].bytes, (one_sequence + block - 1) / block * block);  // the floor, from the reserve
+
+  // One sequence (tessera run): the context's cache counts twice and both weights are set aside.
+  const int64_t n_ctx = usable_context(m.config(), 0);
+  EXPECT_EQ(fit_context(m, 256, KvType::F32, 2 * w + 2 * kv_cache_bytes_for_context(m.config(), 256, KvType::F32),
+                        "-c 256", nullptr, &m),
+            256);
+  EXPECT_THROW(fit_context(m, 256, KvType::F32, 2 * w + 2 * kv_cache_bytes_for_context(m.config(), 256, KvType::F32) - 1,
+                           "-c 256", nullptr, &m),
+               MemoryFitError);
+  const uint64_t f32_block = kv_block_bytes(m.config(), kDefaultKvBlockSize, KvType::F32);
+  note.clear();
+  EXPECT_EQ(fit_context(m, 0, KvType::F32, 2 * w + reserve + 10 * 2 * f32_block, "-c", &note, &m), 160);
+  EXPECT_LT(160, n_ctx);
+  EXPECT_NE(note.find("the draft model's included"), std::string::npos) << note;
+}
+
 TEST(OfflineEngine, GreedyTextEqualsTheServingEngines) {
   const std::vector<int32_t> prompt = model()->tokenizer().encode("Lily and Ben went to the park", true);
   SamplingParams greedy;

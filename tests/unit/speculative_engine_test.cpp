@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 
 #include "core/error.h"
@@ -130,6 +133,95 @@ TEST(Speculative, MixedBatchesAreBitIdenticalToPlainDecoding) {
     if (trial % 3 == 0) EXPECT_GT(s.n_preemptions, 0u) << "trial " << trial;
     expect_no_leaks(engine);
     EXPECT_EQ(engine.stats().spec_kv_blocks_used, 0) << "trial " << trial;
+  }
+}
+
+// Preemption gives back the draft's blocks with the target's. After every step the draft may hold, for each
+// running sequence, at most one block more than the target holds for it (its k - 1 guessed positions, k <= the
+// block size + 1, past the target's tokens); a preempted sequence's draft blocks held while it waits break that.
+// Outputs stay bit-identical to plain decoding and nothing is left held at the end.
+TEST(Speculative, PreemptionReleasesTheDraftsBlocks) {
+  std::vector<Outcome> solo;
+  for (const auto& p : kPrompts) solo.push_back(run_alone(greedy_request(p, 48)));
+  EngineOptions o = small_options();
+  o.speculative = draft(4);
+  o.kv_block_size = 4;
+  o.kv_blocks = 40;  // about two of these sequences at full length: the rest wait, preempted
+  o.prefix_caching = false;  // each block the target holds is one sequence's, as each of the draft's is
+  o.scheduling.max_seqs = 6;
+  // Declared before the engine, which calls the observer until it is destroyed.
+  std::mutex mutex;
+  int64_t max_draft_blocks = 0, n_over = 0, n_steps = 0;
+  std::string first_over;
+  Engine engine(model(), o);
+  engine.set_step_observer([&](const StepStats&) {
+    // On the engine thread, after the step's stats were published.
+    const EngineStats s = engine.stats();
+    std::lock_guard lock(mutex);
+    ++n_steps;
+    max_draft_blocks = std::max(max_draft_blocks, s.spec_kv_blocks_used);
+    if (s.spec_kv_blocks_used > s.kv_blocks_used + s.n_running && n_over++ == 0) {
+      first_over = "step " + std::to_string(s.n_steps) + ": draft " + std::to_string(s.spec_kv_blocks_used) +
+                   " blocks, target " + std::to_string(s.kv_blocks_used) + " for " + std::to_string(s.n_running) +
+                   " running, " + std::to_string(s.n_waiting) + " waiting";
+    }
+  });
+  std::vector<std::unique_ptr<Collector>> collectors;
+  for (const auto& p : kPrompts) {
+    collectors.push_back(std::make_unique<Collector>());
+    engine.submit(greedy_request(p, 48), collectors.back()->callback());
+  }
+  for (size_t j = 0; j < kPrompts.size(); ++j) expect_same_outcome(collectors[j]->wait(), solo[j], kPrompts[j]);
+  expect_no_leaks(engine);
+  for (int i = 0; i < 200 && engine.stats().spec_kv_blocks_used != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.n_preemptions, 0u) << "the pool was meant to preempt";
+  EXPECT_GT(s.n_spec_accepted_tokens, 0u);
+  EXPECT_EQ(s.spec_kv_blocks_used, 0);
+  std::lock_guard lock(mutex);
+  EXPECT_GT(n_steps, 0);
+  EXPECT_LE(max_draft_blocks, o.kv_blocks);
+  EXPECT_EQ(n_over, 0) << "the draft kept blocks for sequences that were not running, first at " << first_over;
+}
+
+// A cancel, or a deadline that passed, ends a speculating request at the next step: right after a step that
+// verified a draft (the step observer, on the engine thread, once that step's tokens went out), the request is
+// cancelled or its deadline is made to pass; not one token more arrives, and neither cache holds a block after.
+TEST(Speculative, CancelAndDeadlineStopASpeculatingRequestWithinOneStep) {
+  for (const bool by_deadline : {false, true}) {
+    for (const SpeculativeOptions& spec : {ngram(4), draft(4)}) {
+      if (by_deadline && spec.method == SpecMethod::Ngram) continue;  // one proposer is enough: it waits
+      const std::string where = std::string(by_deadline ? "deadline, " : "cancel, ") + spec_method_name(spec.method);
+      EngineOptions o = small_options();
+      o.speculative = spec;
+      Collector c;
+      std::atomic<uint64_t> id{0};
+      std::atomic<int64_t> tokens_at_stop{-1};
+      Request r = greedy_request(kPrompts[5] + " " + kPrompts[5], 400);  // repeats itself: lookup guesses too
+      r.sampling.ignore_eos = true;
+      const auto deadline = Clock::now() + std::chrono::seconds(2);
+      if (by_deadline) r.deadline = deadline;
+      Engine engine(model(), o);
+      engine.set_step_observer([&](const StepStats& st) {
+        if (st.n_draft_tokens == 0 || tokens_at_stop >= 0 || id == 0) return;
+        tokens_at_stop = int64_t(c.n_tokens());
+        if (by_deadline) {
+          std::this_thread::sleep_until(deadline + std::chrono::milliseconds(1));
+        } else {
+          engine.cancel(id);
+        }
+      });
+      id = engine.submit(r, c.callback());
+      const Outcome out = c.wait();
+      ASSERT_GE(tokens_at_stop, 1) << where << ": no step verified a draft before the request ended";
+      EXPECT_EQ(out.reason, by_deadline ? FinishReason::Timeout : FinishReason::Cancelled) << where;
+      EXPECT_EQ(int64_t(out.tokens.size()), tokens_at_stop.load()) << where << ": tokens after the stop";
+      expect_no_leaks(engine);
+      for (int i = 0; i < 200 && engine.stats().spec_kv_blocks_used != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_EQ(engine.stats().spec_kv_blocks_used, 0) << where;
+    }
   }
 }
 
