@@ -71,6 +71,10 @@ void deliver_quietly(LiveSample& r, const StreamEvent& ev) {
   }
 }
 
+constexpr const char* kConstraintDeadEnd =
+    "the constrained output cannot go on (a nesting or ambiguity limit of the grammar engine was reached)";
+constexpr const char* kOutsideConstraint = "the sampled token is outside the request's constraint";
+
 bool all_finite(std::span<const float> row) {
   return std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); });
 }
@@ -483,14 +487,13 @@ void Engine::Impl::sample(LiveSample& r, std::span<const float> row) {
     if (r.constraint) {
       allowed = r.constraint->apply(row);
       if (allowed.empty()) {
-        finish(r, FinishReason::Error,
-               "the constrained output cannot go on (a nesting or ambiguity limit of the grammar engine was reached)");
+        finish(r, FinishReason::Error, kConstraintDeadEnd);
         return;
       }
     }
     const SampledToken t = r.sampler.sample(allowed, r.seq.tokens);
     if (r.constraint && !r.constraint->accept(t.id)) {
-      finish(r, FinishReason::Error, "the sampled token is outside the request's constraint");
+      finish(r, FinishReason::Error, kOutsideConstraint);
       return;
     }
     emit(r, t.id, row);
@@ -529,12 +532,31 @@ void Engine::Impl::verify(LiveSample& r, const ScheduledChunk& chunk, std::span<
   r.draft_q.clear();
   VerifyOutcome out;
   out.alive = false;
+  // A constrained sequence verifies against its mask at each guessed position: the matcher follows the tokens
+  // as they are emitted, so row i is masked after the guesses before it were accepted.
+  const char* constraint_error = nullptr;
+  RowFilter allowed;
+  if (r.constraint) {
+    allowed = [&](std::span<const float> row) {
+      const std::span<const float> a = r.constraint->apply(row);
+      if (a.empty()) constraint_error = kConstraintDeadEnd;
+      return a;
+    };
+  }
   if (!all_finite(rows)) {
     finish(r, FinishReason::Error, "non-finite logits");
   } else {
     try {
-      out = verify_draft(r.sampler, r.seq.tokens, rows, n_vocab, draft, q,
-                         [&](int32_t token, std::span<const float> row) { return emit(r, token, row); });
+      out = verify_draft(
+          r.sampler, r.seq.tokens, rows, n_vocab, draft, q,
+          [&](int32_t token, std::span<const float> row) {
+            if (r.constraint && !r.constraint->accept(token)) {
+              constraint_error = kOutsideConstraint;
+              return false;
+            }
+            return emit(r, token, row);
+          },
+          allowed);
     } catch (const std::exception& e) {
       fail_request(seq_id, e.what());
       out.alive = false;
@@ -546,6 +568,8 @@ void Engine::Impl::verify(LiveSample& r, const ScheduledChunk& chunk, std::span<
   for (int64_t i = 0; i < out.n_accepted && size_t(i) < counters.n_spec_accepted_per_pos.size(); ++i)
     ++counters.n_spec_accepted_per_pos[size_t(i)];
   spec_policy->observe(int64_t(draft.size()), out.n_accepted);
+  // Stopped by the constraint without finishing (unless a failure above has ended it already).
+  if (constraint_error && active.contains(seq_id)) finish(r, FinishReason::Error, constraint_error);
   if (!out.alive) return;  // finished: its blocks are gone already
   // K/V is valid for the chunk's first token and the accepted guesses; the token appended last is uncomputed.
   scheduler->on_computed(&r.seq, 1 + out.n_accepted);
@@ -564,9 +588,7 @@ void Engine::Impl::propose() {
     LiveSample& r = *active.at(seq->id);
     r.draft_q.clear();
     const int64_t room = seq->max_len - int64_t(seq->tokens.size()) - 1;
-    // A constrained sequence does not speculate in this first version: verifying would need the grammar's mask
-    // at every guessed position (advancing a copy of its matcher through the guesses), not done yet.
-    if (!r.request.speculative || r.constraint || seq->all_logits || r.forks_pending > 0 || room <= 0) continue;
+    if (!r.request.speculative || seq->all_logits || r.forks_pending > 0 || room <= 0) continue;
     slots.push_back({seq, &r.request.sampling, r.request.sampling.seed ^ kDraftSeedSalt, room, &r.draft_q});
   }
   if (slots.empty()) return;

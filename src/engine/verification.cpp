@@ -17,11 +17,17 @@ Verdict judge_draft(Sampler& sampler, int32_t x, std::span<const float> q) {
 
 VerifyOutcome verify_draft(Sampler& sampler, const std::vector<int32_t>& history, std::span<const float> rows,
                            size_t n_vocab, std::span<const int32_t> draft, std::span<const std::vector<float>> q,
-                           const std::function<bool(int32_t, std::span<const float>)>& emit) {
+                           const std::function<bool(int32_t, std::span<const float>)>& emit,
+                           const RowFilter& allowed) {
   VerifyOutcome out;
   for (size_t i = 0; i <= draft.size(); ++i) {
     const auto row = rows.subspan(i * n_vocab, n_vocab);
-    sampler.prepare(row, history);
+    const auto sampled_row = allowed ? allowed(row) : row;
+    if (sampled_row.empty()) {
+      out.alive = false;
+      return out;
+    }
+    sampler.prepare(sampled_row, history);
     if (i == draft.size()) {  // every guess kept: the target's own next token comes free
       out.alive = emit(sampler.draw().id, row);
       return out;

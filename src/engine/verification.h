@@ -30,12 +30,19 @@ struct VerifyOutcome {
   bool alive = true;       // false: `emit` ended the sequence (a stop, the length, an error)
 };
 
+// What a sequence may sample from at a position: `row` with what its constraint forbids next set to -inf (a
+// grammar's mask, following the tokens emitted so far), or empty when nothing is allowed.
+using RowFilter = std::function<std::span<const float>(std::span<const float> row)>;
+
 // Runs the rule over one verification chunk: rows [draft.size() + 1, n_vocab] of target logits, row i after
-// position i of the chunk. For each position the sampler is prepared from the row and `history` (the
-// sequence, which `emit` extends), and each output token goes to emit(token, row), which returns false when the
-// sequence ended there. `q[i]` is draft token i's distribution (q empty: point masses).
+// position i of the chunk. For each position the sampler is prepared from the row (through `allowed` when
+// given: the rule then keeps the constrained distribution, and a guess the constraint forbids is always
+// rejected) and `history` (the sequence, which `emit` extends), and each output token goes to emit(token, row)
+// with the unfiltered row, which returns false when the sequence ended there. An empty filtered row ends the
+// chunk there (alive = false, nothing emitted). `q[i]` is draft token i's distribution (q empty: point masses).
 VerifyOutcome verify_draft(Sampler& sampler, const std::vector<int32_t>& history, std::span<const float> rows,
                            size_t n_vocab, std::span<const int32_t> draft, std::span<const std::vector<float>> q,
-                           const std::function<bool(int32_t token, std::span<const float> row)>& emit);
+                           const std::function<bool(int32_t token, std::span<const float> row)>& emit,
+                           const RowFilter& allowed = {});
 
 }  // namespace tessera

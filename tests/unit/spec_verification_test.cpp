@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "engine/ngram_proposer.h"
@@ -54,8 +56,17 @@ int cell(const std::vector<int32_t>& generated) {
   return c;
 }
 
-// Exact probability of every cell under plain sampling: the product of the sampler's prepared probabilities.
-std::vector<double> exact_distribution(const SamplingParams& params, const std::vector<int32_t>& prompt) {
+// A constraint of the kind a grammar gives: after token t, token (t + 1) % kVocab may not come next.
+std::vector<float> constrained(std::span<const float> row, int32_t prev) {
+  std::vector<float> out(row.begin(), row.end());
+  out[size_t((prev + 1) % kVocab)] = -std::numeric_limits<float>::infinity();
+  return out;
+}
+
+// Exact probability of every cell under plain sampling: the product of the sampler's prepared probabilities
+// (of the constrained rows when `masked`).
+std::vector<double> exact_distribution(const SamplingParams& params, const std::vector<int32_t>& prompt,
+                                       bool masked) {
   std::vector<double> probs(size_t(std::pow(kVocab, kLength)), 0.0);
   Sampler s(params);
   for (size_t c = 0; c < probs.size(); ++c) {
@@ -65,7 +76,8 @@ std::vector<double> exact_distribution(const SamplingParams& params, const std::
       const auto divisor = size_t(std::pow(kVocab, kLength - 1 - i));
       const auto token = int32_t(rest / divisor);
       rest %= divisor;
-      s.prepare(target_logits(history.back()), history);
+      const auto row = target_logits(history.back());
+      s.prepare(masked ? constrained(row, history.back()) : row, history);
       p *= s.probability(token);
       history.push_back(token);
     }
@@ -78,7 +90,7 @@ enum class Proposer { DraftModel, PointMass };
 
 // One speculative generation of kLength tokens: rounds of k proposed tokens verified by verify_draft.
 std::vector<int32_t> speculative_draw(const SamplingParams& params, const std::vector<int32_t>& prompt,
-                                      Proposer proposer, int64_t k, uint64_t seed) {
+                                      Proposer proposer, int64_t k, uint64_t seed, bool masked) {
   SamplingParams target_params = params;
   target_params.seed = seed;
   SamplingParams draft_params = params;
@@ -106,10 +118,23 @@ std::vector<int32_t> speculative_draw(const SamplingParams& params, const std::v
       rows.insert(rows.end(), row.begin(), row.end());
     }
     const size_t limit = prompt.size() + kLength;
-    verify_draft(target, history, rows, kVocab, guess, q, [&](int32_t token, std::span<const float>) {
-      history.push_back(token);
-      return history.size() < limit;
-    });
+    // The constraint follows the emitted tokens, as a grammar's matcher does: each row is masked after the
+    // previous position's token (the proposer knows nothing of it, so its guesses may be forbidden ones).
+    std::vector<float> masked_row;
+    RowFilter allowed;
+    if (masked) {
+      allowed = [&](std::span<const float> row) {
+        masked_row = constrained(row, history.back());
+        return std::span<const float>(masked_row);
+      };
+    }
+    verify_draft(
+        target, history, rows, kVocab, guess, q,
+        [&](int32_t token, std::span<const float>) {
+          history.push_back(token);
+          return history.size() < limit;
+        },
+        allowed);
   }
   return {history.begin() + std::ptrdiff_t(prompt.size()), history.end()};
 }
@@ -156,12 +181,14 @@ double critical_value(int dof) {
   return dof * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
 }
 
-ChiSquare run_rule(Proposer proposer, int64_t k, int64_t n_draws) {
+ChiSquare run_rule(Proposer proposer, int64_t k, int64_t n_draws, bool masked = false) {
   const SamplingParams params = sampled_params();
   const std::vector<int32_t> prompt = {0, 2};
-  const auto probs = exact_distribution(params, prompt);
+  const auto probs = exact_distribution(params, prompt, masked);
   std::vector<int64_t> counts(probs.size(), 0);
-  for (int64_t i = 0; i < n_draws; ++i) ++counts[size_t(cell(speculative_draw(params, prompt, proposer, k, uint64_t(i) * 7919 + 1)))];
+  for (int64_t i = 0; i < n_draws; ++i) {
+    ++counts[size_t(cell(speculative_draw(params, prompt, proposer, k, uint64_t(i) * 7919 + 1, masked)))];
+  }
   return chi_square(counts, probs, n_draws);
 }
 
@@ -180,6 +207,16 @@ TEST(SpecVerification, PointMassGuessesMatchTheTargetDistribution) {
     const ChiSquare r = run_rule(Proposer::PointMass, k, kDraws);
     EXPECT_EQ(r.impossible, 0) << "k " << k;
     EXPECT_LT(r.statistic, critical_value(r.dof)) << "k " << k << ", dof " << r.dof;
+  }
+}
+
+// Constrained sequences speculate too: the rule on the masked rows keeps the constrained distribution, and no
+// forbidden token is ever emitted (those cells are impossible), though the proposers guess them.
+TEST(SpecVerification, ConstrainedSamplesMatchTheConstrainedDistribution) {
+  for (Proposer proposer : {Proposer::DraftModel, Proposer::PointMass}) {
+    const ChiSquare r = run_rule(proposer, 3, kDraws, true);
+    EXPECT_EQ(r.impossible, 0) << int(proposer);
+    EXPECT_LT(r.statistic, critical_value(r.dof)) << int(proposer) << ", dof " << r.dof;
   }
 }
 
