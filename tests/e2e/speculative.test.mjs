@@ -1,8 +1,9 @@
 // Speculative decoding through the real `tessera serve` binary and the official `openai` client: greedy text is
 // the same with speculation on, off per request and on a server started without it; streaming gives the
 // non-streaming text; the spec_decode counters move for speculating requests only; stop strings and max_tokens
-// land on the same token; a `speculative` value that is not a boolean is a 400; the embedded model's INT4 copy
-// (made by `tessera quantize`) as draft model gives the same text too.
+// land on the same token; structured output speculates against its schema and gives the same document; a
+// `speculative` value that is not a boolean is a 400; the embedded model's INT4 copy (made by `tessera quantize`)
+// as draft model gives the same text too.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -128,6 +129,38 @@ test('max_tokens and stop strings land on the same token as without speculation'
     assert.deepEqual(await completion(ngram, { stop: [stop] }), want, `stop ${JSON.stringify(stop)}`);
     assert.deepEqual(await chat(ngram, { stop: [stop] }), await chat(plain, { stop: [stop] }), `chat stop ${JSON.stringify(stop)}`);
   }
+});
+
+test('structured output speculates against its schema and gives the same document', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', minLength: 1, maxLength: 12 },
+      mood: { enum: ['happy', 'sad', 'sleepy'] },
+      friends: { type: 'array', maxItems: 3, items: { type: 'string', maxLength: 8 } },
+    },
+    required: ['name', 'mood', 'friends'],
+    additionalProperties: false,
+  };
+  // The example in the prompt gives prompt lookup spans of the document to guess from.
+  const prompt = 'Lily wrote {"name": "Lily", "mood": "happy", "friends": ["Ben", "Tom"]} and Ben wrote ';
+  const responseFormat = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } };
+  const ask = (server, extra = {}) => client(server).chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: prompt }], max_tokens: 120, temperature: 0,
+    response_format: responseFormat, ...extra,
+  });
+  const want = await ask(plain);
+  assert.equal(want.choices[0].finish_reason, 'stop');
+  const doc = JSON.parse(want.choices[0].message.content);
+  assert.deepEqual(Object.keys(doc), ['name', 'mood', 'friends']);
+
+  const before = await specCounters(ngram);
+  const got = await ask(ngram);
+  assert.equal(got.choices[0].message.content, want.choices[0].message.content);
+  assert.equal(got.choices[0].finish_reason, 'stop');
+  const after = await specCounters(ngram);
+  assert.ok(after.drafts > before.drafts, `the constrained request speculated: ${JSON.stringify({ before, after })}`);
+  assert.ok(after.accepted > before.accepted, 'guesses checked against the schema were accepted');
 });
 
 test('a speculative value that is not a boolean is a 400 naming the field', async () => {
