@@ -87,7 +87,8 @@ TEST(Speculative, GreedyGoldenPromptsAreIdenticalWithBothProposers) {
 
 // Constrained requests speculate: each guessed position is verified against the grammar's mask after the
 // guesses before it. Greedy output equals constrained decoding without speculation (tokens and bit-identical
-// logits rows), the guesses ran and were accepted, and sampled outputs with speculation still match the schema.
+// logits rows), also when max_tokens or a stop string cuts it inside a verified run; the guesses ran and were
+// accepted, and sampled outputs with speculation still match the schema.
 TEST(Speculative, ConstrainedRequestsSpeculateAgainstTheirMask) {
   const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(R"({
     "type": "object",
@@ -117,6 +118,17 @@ TEST(Speculative, ConstrainedRequestsSpeculateAgainstTheirMask) {
       EXPECT_EQ(check.check(nlohmann::ordered_json::parse(speculated.text)), "") << speculated.text;
       drafts += engine.stats().n_spec_drafts;
       accepted += engine.stats().n_spec_accepted_tokens;
+      // max_tokens and a stop string ending the output inside a verified run: the same cut as without.
+      Request cut = r;
+      cut.sampling.max_tokens = 7;
+      const Outcome plain_cut = run_alone(cut);
+      EXPECT_EQ(plain_cut.reason, FinishReason::Length);
+      expect_same_outcome(run_alone(cut, with), plain_cut, where + ", max_tokens 7: " + prompt);
+      cut.sampling.max_tokens = 200;
+      cut.sampling.stop = {plain.text.substr(9, 3)};
+      const Outcome plain_stop = run_alone(cut);
+      EXPECT_EQ(plain_stop.reason, FinishReason::Stop);
+      expect_same_outcome(run_alone(cut, with), plain_stop, where + ", stop: " + prompt);
     }
     EXPECT_GT(drafts, 0u) << where << ": constrained requests never speculated";
     EXPECT_GT(accepted, 0u) << where << ": no guess was ever accepted";
