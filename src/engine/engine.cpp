@@ -71,10 +71,6 @@ void deliver_quietly(LiveSample& r, const StreamEvent& ev) {
   }
 }
 
-constexpr const char* kConstraintDeadEnd =
-    "the constrained output cannot go on (a nesting or ambiguity limit of the grammar engine was reached)";
-constexpr const char* kOutsideConstraint = "the sampled token is outside the request's constraint";
-
 bool all_finite(std::span<const float> row) {
   return std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); });
 }
@@ -100,6 +96,12 @@ struct Engine::Impl {
   std::shared_ptr<const grammar::Vocabulary> vocabulary_for_grammars();
   // Hands one drawn token to r's output processor and appends it; false when r ended with it.
   bool emit(LiveSample& r, int32_t token, std::span<const float> row);
+  // The constraint's part, shared by plain sampling and verification. allowed_row: what `r` may sample from,
+  // `row` itself or a copy with what its constraint forbids next at -inf (forked samples share `row`); empty
+  // when nothing is allowed, `r` then finished with an error. emit_allowed: steps r's constraint over `token`,
+  // then emit(); false when r ended (with the token, or because the constraint refused it).
+  std::span<const float> allowed_row(LiveSample& r, std::span<const float> row);
+  bool emit_allowed(LiveSample& r, int32_t token, std::span<const float> row);
   // Speculation, before the plan: the proposer guesses for the decoding sequences, with the k the cost model
   // picks for this step (0: none).
   void propose();
@@ -482,24 +484,30 @@ std::unique_ptr<SequenceConstraint> Engine::Impl::make_constraint(const Request&
 void Engine::Impl::sample(LiveSample& r, std::span<const float> row) {
   const uint64_t seq_id = r.seq.id;
   try {
-    // The constraint's mask on a copy of `row` (forked samples share the row), then the step over the token.
-    std::span<const float> allowed = row;
-    if (r.constraint) {
-      allowed = r.constraint->apply(row);
-      if (allowed.empty()) {
-        finish(r, FinishReason::Error, kConstraintDeadEnd);
-        return;
-      }
-    }
-    const SampledToken t = r.sampler.sample(allowed, r.seq.tokens);
-    if (r.constraint && !r.constraint->accept(t.id)) {
-      finish(r, FinishReason::Error, kOutsideConstraint);
-      return;
-    }
-    emit(r, t.id, row);
+    const std::span<const float> allowed = allowed_row(r, row);
+    if (allowed.empty()) return;
+    emit_allowed(r, r.sampler.sample(allowed, r.seq.tokens).id, row);
   } catch (const std::exception& e) {
     fail_request(seq_id, e.what());
   }
+}
+
+std::span<const float> Engine::Impl::allowed_row(LiveSample& r, std::span<const float> row) {
+  if (!r.constraint) return row;
+  const std::span<const float> allowed = r.constraint->apply(row);
+  if (allowed.empty()) {
+    finish(r, FinishReason::Error,
+           "the constrained output cannot go on (a nesting or ambiguity limit of the grammar engine was reached)");
+  }
+  return allowed;
+}
+
+bool Engine::Impl::emit_allowed(LiveSample& r, int32_t token, std::span<const float> row) {
+  if (r.constraint && !r.constraint->accept(token)) {
+    finish(r, FinishReason::Error, "the sampled token is outside the request's constraint");
+    return false;
+  }
+  return emit(r, token, row);
 }
 
 bool Engine::Impl::emit(LiveSample& r, int32_t token, std::span<const float> row) {
@@ -533,30 +541,17 @@ void Engine::Impl::verify(LiveSample& r, const ScheduledChunk& chunk, std::span<
   VerifyOutcome out;
   out.alive = false;
   // A constrained sequence verifies against its mask at each guessed position: the matcher follows the tokens
-  // as they are emitted, so row i is masked after the guesses before it were accepted.
-  const char* constraint_error = nullptr;
+  // as they are emitted, so row i is masked after the guesses before it were accepted. Both end r when the
+  // constraint stops it, and verify_draft then returns at once.
   RowFilter allowed;
-  if (r.constraint) {
-    allowed = [&](std::span<const float> row) {
-      const std::span<const float> a = r.constraint->apply(row);
-      if (a.empty()) constraint_error = kConstraintDeadEnd;
-      return a;
-    };
-  }
+  if (r.constraint) allowed = [&](std::span<const float> row) { return allowed_row(r, row); };
   if (!all_finite(rows)) {
     finish(r, FinishReason::Error, "non-finite logits");
   } else {
     try {
       out = verify_draft(
           r.sampler, r.seq.tokens, rows, n_vocab, draft, q,
-          [&](int32_t token, std::span<const float> row) {
-            if (r.constraint && !r.constraint->accept(token)) {
-              constraint_error = kOutsideConstraint;
-              return false;
-            }
-            return emit(r, token, row);
-          },
-          allowed);
+          [&](int32_t token, std::span<const float> row) { return emit_allowed(r, token, row); }, allowed);
     } catch (const std::exception& e) {
       fail_request(seq_id, e.what());
       out.alive = false;
@@ -568,8 +563,6 @@ void Engine::Impl::verify(LiveSample& r, const ScheduledChunk& chunk, std::span<
   for (int64_t i = 0; i < out.n_accepted && size_t(i) < counters.n_spec_accepted_per_pos.size(); ++i)
     ++counters.n_spec_accepted_per_pos[size_t(i)];
   spec_policy->observe(int64_t(draft.size()), out.n_accepted);
-  // Stopped by the constraint without finishing (unless a failure above has ended it already).
-  if (constraint_error && active.contains(seq_id)) finish(r, FinishReason::Error, constraint_error);
   if (!out.alive) return;  // finished: its blocks are gone already
   // K/V is valid for the chunk's first token and the accepted guesses; the token appended last is uncomputed.
   scheduler->on_computed(&r.seq, 1 + out.n_accepted);
