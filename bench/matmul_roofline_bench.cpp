@@ -2,7 +2,7 @@
 // count, best-of-N time of one 2048×5632 matmul (TinyLlama FFN shape, or TESSERA_BENCH_SHAPE), as GB/s of weights (decode) and GOP/s
 // (2 ops per multiply-add), next to read bandwidth and the int8 peak (vpmaddubsw + vpmaddwd + vpaddd chains,
 // the kernels' byte dot product). Best-of-N rather than means: the machine is shared and noise only slows.
-// Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 Q8_0x8 I8 INT4 INT4_G128
+// Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 Q8_0x8 I8 INT4 INT4_G128 F16x32
 // Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
 // TESSERA_BENCH_THREADS=1 times one thread by its CPU time, the steadier number on a busy machine.
 #include <immintrin.h>
@@ -126,12 +126,12 @@ struct Weights {
   size_t bytes = 0;  // one copy, INT4 group parameters included
 };
 
-// INT4 (group 32 or 128, rtn) or any GGUF/I8 type; Q4_0 or Q8_0 rows interleaved as the model loader does
-// (kernels/interleave.h) with `interleaved`.
+// INT4 (group 32 or 128, rtn) or any GGUF/I8 type; with `interleaved`, rewritten as the model loader does
+// (kernels/interleave.h): groups of 8 rows for the block types, panels of 32 rows for the float types.
 Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = false) {
   Weights w;
   w.name = type == TensorType::INT4 ? "INT4_G" + std::to_string(group) : std::string(tensor_type_name(type));
-  if (interleaved) w.name += "x8";
+  if (interleaved) w.name += interleaved_layout(type) == WeightLayout::Panel32 ? "x32" : "x8";
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   std::vector<float> row(kNIn);
@@ -162,7 +162,7 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
     }
     WeightMatrix m{type, kNOut, kNIn, w.data.get() + c * data_bytes, row_bytes,
                    type == TensorType::I8 ? w.scales.data() : nullptr};
-    if (interleaved) m.layout = WeightLayout::Interleaved8;
+    if (interleaved) m.layout = interleaved_layout(type);
     if (type == TensorType::INT4) {
       m.group_size = int32_t(group);
       m.group_scales = w.group_params.data() + c * param_count;
@@ -201,6 +201,8 @@ int main(int argc, char** argv) {
     if (a == "I8x8") types.push_back({TensorType::I8, 0, true});
     if (a == "Q4_Kx8") types.push_back({TensorType::Q4_K, 0, true});
     if (a == "Q6_Kx8") types.push_back({TensorType::Q6_K, 0, true});
+    if (a == "F16x32") types.push_back({TensorType::F16, 0, true});
+    if (a == "BF16x32") types.push_back({TensorType::BF16, 0, true});
     for (TensorType t : {TensorType::Q8_0, TensorType::I8, TensorType::Q4_0, TensorType::F16, TensorType::Q4_K,
                          TensorType::Q6_K})
       if (a == tensor_type_name(t)) types.push_back({t, 0});
