@@ -114,12 +114,17 @@ void zmm_float_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 }
 
 // The float panel tiles on zmm (matmul_panel_inl.h: PV). 32 registers: a prompt tile of 2 vectors (one panel) × 12
-// tokens keeps 24 accumulators, 2 weight vectors and a broadcast; one token streams 8 vectors (128 rows).
+// tokens keeps 24 accumulators, 2 weight vectors and a broadcast. 1-4 tokens also take one panel per tile, so a
+// tile reads one stream of weights: 4 panels (8 vectors) at one token, 3 at three and 2 at four took 15-30 %
+// longer per 1-token product (F16, BF16, F32, FP8, TinyLlama's four shapes, 2 threads, Zen 5; the variants
+// interleaved call by call in one process), 5-20 % at 2-4 tokens. Likely in part because each stream requests
+// its line kPrefetchBytes ahead into L1 and 4 streams' 16 KiB windows exceed Zen 5's 48 KiB L1D: 4 streams with
+// 4 KiB windows were 7 % faster than with 16 KiB, yet still slower than one stream.
 struct PanelZmm {
   using V = __m512;
   static constexpr int kLanes = 16;
   static constexpr int kPackedVectors = 2, kPackedTokens = 12;
-  static constexpr int direct_vectors(int n_tokens) { return n_tokens <= 2 ? 8 : n_tokens == 3 ? 6 : 4; }
+  static constexpr int direct_vectors(int) { return 2; }
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float f) { return _mm512_set1_ps(f); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
