@@ -33,11 +33,11 @@ struct PanelYmm {
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  // 8 FP8 E4M3 bytes as their values · 2^-8: the 7 magnitude bits moved into an fp16's exponent and mantissa.
-  static V load_fp8_scaled(const uint8_t* p) {
-    const __m128i v = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m128i h = _mm_and_si128(_mm_srai_epi16(_mm_slli_epi16(v, 8), 1), _mm_set1_epi16(static_cast<int16_t>(0xBF80)));
-    return _mm256_cvtph_ps(h);
+  // 16 FP8 E4M3 bytes (two vectors' rows) as their values · 2^-8, fp16_bits_of_fp8 on a whole ymm of words.
+  static void load_fp8_scaled_pair(const uint8_t* p, V& lo, V& hi) {
+    const __m256i h = fp16_bits_of_fp8(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
   }
   static void pin(V& v) { keep_in_register(v); }
 };

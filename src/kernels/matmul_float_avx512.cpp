@@ -137,12 +137,11 @@ struct PanelZmm {
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  // 16 FP8 E4M3 bytes as their values · 2^-8: the 7 magnitude bits moved into an fp16's exponent and mantissa.
-  static V load_fp8_scaled(const uint8_t* p) {
-    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i h =
-        _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 1), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
-    return _mm512_cvtph_ps(h);
+  // 32 FP8 E4M3 bytes (two vectors' rows) as their values · 2^-8, fp16_bits_of_fp8 on a whole zmm of words.
+  static void load_fp8_scaled_pair(const uint8_t* p, V& lo, V& hi) {
+    const __m512i h = fp16_bits_of_fp8(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+    lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
   }
   static void pin(V& v) { keep_in_zmm(v); }
 };

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/fp8_fp16_inl.h"
 #include "kernels/matmul_lowbit_kernels.h"
 
 namespace tessera::kernels::lowbit::avx2 {
@@ -23,22 +24,15 @@ inline float hsum(__m256 v) {
 }
 
 // ---- FP8 E4M3 -----------------------------------------------------------------------------------------------
-// E4M3 → fp16 is a shift: sign stays on top, the 7 magnitude bits move right by one into the fp16 exponent
-// and mantissa (bias 7 vs 15, so the fp16 value is the E4M3 value · 2^-8, subnormals included, exactly); the
-// 2^8 goes into the row scale. F16C then widens to fp32.
+// 16 weights through their fp16 bits (kernels/fp8_fp16_inl.h), which F16C widens to fp32.
 inline void fp8x16_to_ps(const uint8_t* p, __m256& lo, __m256& hi) {
-  const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 1),
-                                     _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+  const __m256i h = fp16_bits_of_fp8(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
   hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 
 // The same value for one byte (vector tails), through the same fp16 bits.
-inline float fp8_to_scaled(uint8_t b) {
-  const uint16_t h = static_cast<uint16_t>(((static_cast<int16_t>(b << 8) >> 1)) & 0xBF80);
-  return _cvtsh_ss(h);
-}
+inline float fp8_to_scaled(uint8_t b) { return _cvtsh_ss(fp16_bits_of_fp8(b)); }
 
 template <int NT, int NR>
 void fp8_tile(const LowbitArgs& a, int64_t t0, int64_t r0) {
