@@ -9,19 +9,13 @@
 #include <cstring>
 
 #include "kernels/fp8_fp16_inl.h"
+#include "kernels/hsum_ymm_inl.h"
 #include "kernels/matmul_lowbit_kernels.h"
 
 namespace tessera::kernels::lowbit::avx2 {
 namespace {
 
 #define UNROLL _Pragma("GCC unroll 16")
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // ---- FP8 E4M3 -----------------------------------------------------------------------------------------------
 // 16 weights through their fp16 bits (kernels/fp8_fp16_inl.h), which F16C widens to fp32.

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/hsum_ymm_inl.h"
 #include "kernels/matmul_lowbit_kernels.h"
 #include "kernels/static_for.h"
 
@@ -29,13 +30,6 @@ namespace {
 #define ALWAYS __attribute__((always_inline))  // for lambdas
 
 constexpr int NT_BATCH = 4;  // tokens per batch tile
-
-INLINE float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Chunks 2p and 2p+1 of a row as low / high nibble bytes; a lone last chunk (odd chunk count) is loaded with
 // 16 bytes so that no read passes the row, its missing partner reading as zeros.

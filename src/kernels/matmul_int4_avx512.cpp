@@ -24,6 +24,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/hsum_ymm_inl.h"
 #include "kernels/matmul_lowbit_kernels.h"
 #include "kernels/static_for.h"
 
@@ -32,14 +33,6 @@ namespace {
 
 #define INLINE __attribute__((always_inline)) inline
 #define ALWAYS __attribute__((always_inline))  // for lambdas
-
-// The AVX2 kernel's final reduction of one token's eight lanes, instruction for instruction.
-INLINE float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 INLINE __m256 load_halves(const uint16_t* p, int64_t n) {
   if (n >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/hsum_ymm_inl.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/static_for.h"
 
@@ -79,13 +80,7 @@ TESSERA_INLINE inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret
 
 inline float max_f(float a, float b) { return a > b ? a : b; }
 
-// Fixed-order horizontal sums.
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+// Fixed-order horizontal sums (the float one: kernels/hsum_ymm_inl.h).
 
 inline int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

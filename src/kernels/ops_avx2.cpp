@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/hsum_ymm_inl.h"
 #include "kernels/ops_kernels.h"
 
 namespace tessera::kernels::avx2 {
@@ -23,7 +24,7 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* 
     const __m256 a = _mm256_maskload_ps(x + i, tail_mask(n - i));
     acc0 = _mm256_fmadd_ps(a, a, acc0);
   }
-  const float sum_sq = hsum_ps(_mm256_add_ps(acc0, acc1));
+  const float sum_sq = hsum(_mm256_add_ps(acc0, acc1));
   const __m256 scale = _mm256_set1_ps(1.0f / __builtin_sqrtf(sum_sq / static_cast<float>(n) + eps));
   for (i = 0; i + 8 <= n; i += 8)
     _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale), _mm256_loadu_ps(weight + i)));
@@ -91,7 +92,7 @@ void softmax(float* x, int64_t n) {
     _mm256_maskstore_ps(x + i, m, e);
     sum = _mm256_add_ps(sum, e);
   }
-  const __m256 inv = _mm256_set1_ps(1.0f / hsum_ps(sum));
+  const __m256 inv = _mm256_set1_ps(1.0f / hsum(sum));
   for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
   if (i < n) {
     const __m256i m = tail_mask(n - i);
