@@ -217,11 +217,16 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     const HeadRows<T> values{v_blocks, block_size, scales_offset, row_bytes,  n_head_kv, head_dim,
                              head_offset, g,       fp8_table,     last_n_pos, call_bytes, first};
 
-    for (int64_t d = 0; d < head_dim; ++d) {
-      float* qd = qt + d * rows16;
-      for (int64_t r = 0; r < n_rows; ++r) qd[r] = q[(r / m) * q_stride + (h0 + r % m) * head_dim + d];
-      std::fill(qd + n_rows, qd + rows16, 0.0f);
+    // Qt[d][row], row by row (a division per element, r / m and r % m, had cost a decode call more than its
+    // scores at short contexts).
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t i = 0; i < m; ++i) {
+        const float* src = q + t * q_stride + (h0 + i) * head_dim;
+        float* dst = qt + t * m + i;
+        for (int64_t d = 0; d < head_dim; ++d) dst[d * rows16] = src[d];
+      }
     }
+    for (int64_t d = 0; d < head_dim; ++d) std::fill(qt + d * rows16 + n_rows, qt + (d + 1) * rows16, 0.0f);
 
     const auto positions_in = [&](int64_t c) { return std::min(kChunk, last_n_pos - c * kChunk); };
     for (int64_t c = 0; c < n_chunks; ++c) {
