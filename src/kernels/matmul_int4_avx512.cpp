@@ -24,7 +24,6 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/hsum_ymm_inl.h"
 #include "kernels/matmul_lowbit_kernels.h"
 #include "kernels/static_for.h"
 
@@ -48,6 +47,15 @@ struct Shape {
         pairs_per_group(a.group_size == 32 ? 0 : a.group_size / 64) {}
   bool half(int64_t p) const { return 2 * p + 1 == n_chunks; }
 };
+
+// A zero register by the zeroing idiom (vpxord of a register with itself, which the core resolves at rename, no
+// execution unit), for a dpbusd chain's start: GCC copies one kept zero register instead (vmovdqa32, an ALU
+// operation per chain).
+INLINE __m512i zeroed() {
+  __m512i z;
+  asm volatile("vpxord %0, %0, %0" : "=v"(z));
+  return z;
+}
 
 struct Nibbles {
   __m512i lo, hi;
@@ -122,7 +130,7 @@ INLINE void reduce(const LowbitArgs& a, const Shape& s, int64_t r0, const int8_t
           const __m512 sc = _mm512_permutexvar_ps(spread, sc8[r]);
           static_for<NTP>([&](auto j) ALWAYS {
             const int8_t* xp = x[j] + 128 * p;
-            __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), n.lo, _mm512_load_si512(xp));
+            __m512i sums = _mm512_dpbusd_epi32(zeroed(), n.lo, _mm512_load_si512(xp));
             sums = _mm512_dpbusd_epi32(sums, n.hi, _mm512_load_si512(xp + 64));
             acc[j][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), sc, acc[j][r]);
           });
@@ -169,39 +177,99 @@ INLINE void reduce(const LowbitArgs& a, const Shape& s, int64_t r0, const int8_t
   }
 }
 
-// y for rows [r0, r0 + NR) and token pairs [j0, j0 + NTP): the zero-point term and the final sum per token,
-// as the AVX2 batch tile computes them (scale·zero products from the row block's buffer).
+// The horizontal sum of 8 lanes in hsum_ymm_inl.h's order (hsum, the AVX2 kernel's), three steps of which each
+// adds the same two values as there, for several sums at once: a register holds two 8-lane sums (a token
+// pair's), in its 256-bit halves. Step 1: both halves of x and of y to four lanes each (hsum's low + high 128 bits), as the 128-bit chunks
+// [x low, x high, y low, y high].
+INLINE __m512 hsum_halves(__m512 x, __m512 y) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+// Step 2 (hsum's movehl add) for the chunks of u and v: per chunk [u0 + u2, u1 + u3, v0 + v2, v1 + v3].
+INLINE __m512 hsum_pairs(__m512 u, __m512 v) {
+  return _mm512_add_ps(_mm512_shuffle_ps(u, v, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(u, v, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+// Step 3 (hsum's movehdup add) within each chunk: [w0 + w1, w2 + w3, w0 + w1, w2 + w3].
+INLINE __m512 hsum_last(__m512 w) {
+  return _mm512_add_ps(_mm512_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Each token pair's group sums, [token 2j's 8 | token 2j+1's 8] per 8 groups, so that one load serves a pair's
+// zero-point FMA (a missing last token reads as zeros).
+const float* pack_sum_pairs(const LowbitArgs& a, int64_t sums_stride) {
+  thread_local std::vector<float> storage;
+  const int64_t n_tp = (a.n_tokens + 1) / 2;
+  const size_t n = size_t(n_tp * sums_stride * 2);
+  if (storage.size() < n + 16) storage.resize(n + 16);
+  float* out = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
+  for (int64_t j = 0; j < n_tp; ++j) {
+    const float* s0 = a.group_sums + 2 * j * sums_stride;
+    const bool has_second = 2 * j + 1 < a.n_tokens;
+    for (int64_t g = 0; g < sums_stride; g += 8) {
+      float* dst = out + (j * sums_stride + g) * 2;
+      _mm256_store_ps(dst, _mm256_loadu_ps(s0 + g));
+      _mm256_store_ps(dst + 8, has_second ? _mm256_loadu_ps(s0 + sums_stride + g) : _mm256_setzero_ps());
+    }
+  }
+  return out;
+}
+
+// y for rows [r0, r0 + NR) and token pairs [j0, j0 + NTP): per row and token x_scale · (hsum(lanes) − hsum(z)),
+// z the zero-point term's 8 lanes (FMAs of the row block's scale·zero products and the token's group sums over
+// the groups, 8 at a time), as the AVX2 batch tile computes them, with the same operations per lane and per sum.
+// Here a register takes a token pair's z, and the horizontal sums of two rows' lanes and z for a token pair run
+// together (hsum_*: 14 shuffles and adds for 8 sums): computed one token at a time, the sums and the zero-point
+// FMAs were a third of this kernel's time at 16 tokens (perf, 5632x2048, 2 threads, Zen 5).
 template <int PPG, int NTP, int NR>
-INLINE void tile(const LowbitArgs& a, const Shape& s, const int8_t* packed, int64_t j0, int64_t r0,
-                 const float* scaled_zeros, int64_t zeros_stride) {
+INLINE void tile(const LowbitArgs& a, const Shape& s, const int8_t* packed, const float* sum_pairs, int64_t j0,
+                 int64_t r0, const float* scaled_zeros, int64_t zeros_stride) {
+  static_assert(NR == 1 || NR == 2);
   const int8_t* x[NTP];
   static_for<NTP>([&](auto j) ALWAYS { x[j] = packed + (j0 + j) * s.n_pairs * 128; });
   __m512 acc[NTP][NR];
   reduce<PPG, NTP, NR>(a, s, r0, x, acc);
   const int64_t sums_stride = int4_sums_stride(s.ng);
+  // Lanes 0, 8, 4, 12 of the last step: rows r0, r0 + 1 of token 2j, then of token 2j + 1.
+  const __m512i gather = _mm512_setr_epi32(0, 8, 4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
   static_for<NTP>([&](auto j) ALWAYS {
-    static_for<2>([&](auto h) ALWAYS {
-      const int64_t t = 2 * (j0 + j) + h;
-      if (t >= a.n_tokens) return;
-      const float* sums = a.group_sums + t * sums_stride;
+    const int64_t t = 2 * (j0 + j);
+    const float* sums = sum_pairs + (j0 + j) * sums_stride * 2;
+    __m512 z[NR];
+    static_for<NR>([&](auto r) ALWAYS { z[r] = _mm512_setzero_ps(); });
+    for (int64_t g = 0; g < s.ng; g += 8) {
+      const __m512 gs = _mm512_load_ps(sums + 2 * g);
       static_for<NR>([&](auto r) ALWAYS {
-        const float* sz = scaled_zeros + r * zeros_stride;
-        __m256 z = _mm256_setzero_ps();
-        for (int64_t g = 0; g < s.ng; g += 8) z = _mm256_fmadd_ps(_mm256_load_ps(sz + g), _mm256_loadu_ps(sums + g), z);
-        const __m256 lanes = h == 0 ? _mm512_castps512_ps256(acc[j][r])
-                                    : _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[j][r]), 1));
-        a.y[t * a.n_out + r0 + r] = a.x_scale[t] * (hsum(lanes) - hsum(z));
+        const __m512 sz = _mm512_broadcast_f32x8(_mm256_load_ps(scaled_zeros + r * zeros_stride + g));
+        z[r] = _mm512_fmadd_ps(sz, gs, z[r]);
       });
-    });
+    }
+    // A single row goes through as both rows; its copy is not stored.
+    const __m512 lanes = hsum_halves(acc[j][0], acc[j][NR - 1]), zeros = hsum_halves(z[0], z[NR - 1]);
+    const __m512 totals = hsum_last(hsum_pairs(lanes, zeros));  // per chunk: [hsum(lanes), hsum(z), ...]
+    const __m512 diff = _mm512_sub_ps(totals, _mm512_movehdup_ps(totals));
+    const bool has_second = t + 1 < a.n_tokens;
+    const float xs0 = a.x_scale[t], xs1 = has_second ? a.x_scale[t + 1] : 0.0f;
+    const __m128 y = _mm_mul_ps(_mm512_castps512_ps128(_mm512_permutexvar_ps(gather, diff)),
+                                _mm_setr_ps(xs0, xs0, xs1, xs1));
+    float* y0 = a.y + t * a.n_out + r0;
+    if constexpr (NR == 2) {
+      _mm_storel_pi(reinterpret_cast<__m64*>(y0), y);
+      if (has_second) _mm_storeh_pi(reinterpret_cast<__m64*>(y0 + a.n_out), y);
+    } else {
+      _mm_store_ss(y0, y);
+      if (has_second) _mm_store_ss(y0 + a.n_out, _mm_movehl_ps(y, y));
+    }
   });
 }
 
 template <int PPG, int NTP>
-INLINE void row_span(const LowbitArgs& a, const Shape& s, const int8_t* packed, int64_t j0, int64_t rb, int64_t re,
-                     const float* zeros_f, int64_t ng8) {
+INLINE void row_span(const LowbitArgs& a, const Shape& s, const int8_t* packed, const float* sum_pairs, int64_t j0,
+                     int64_t rb, int64_t re, const float* zeros_f, int64_t ng8) {
   int64_t r = rb;
-  for (; r + 2 <= re; r += 2) tile<PPG, NTP, 2>(a, s, packed, j0, r, zeros_f + (r - rb) * ng8, ng8);
-  if (r < re) tile<PPG, NTP, 1>(a, s, packed, j0, r, zeros_f + (r - rb) * ng8, ng8);
+  for (; r + 2 <= re; r += 2) tile<PPG, NTP, 2>(a, s, packed, sum_pairs, j0, r, zeros_f + (r - rb) * ng8, ng8);
+  if (r < re) tile<PPG, NTP, 1>(a, s, packed, sum_pairs, j0, r, zeros_f + (r - rb) * ng8, ng8);
 }
 
 // Token pairs per tile: group 32 keeps one fp32 accumulator per tile element, longer groups an int32 sum too.
@@ -213,6 +281,7 @@ void batch_rows(const LowbitArgs& a, int64_t row_begin, int64_t row_end) {
   const Shape s(a);
   const int8_t* packed = pack_token_pairs(a, s.n_pairs);
   const int64_t ng8 = int4_sums_stride(s.ng), n_tp = (a.n_tokens + 1) / 2;
+  const float* sum_pairs = pack_sum_pairs(a, ng8);
   // Rows in blocks that stay in L2 (~64 KiB of packed weights) while every token tile passes over them.
   int64_t block = 64 * 1024 / static_cast<int64_t>(a.row_bytes);
   block = block < 2 ? 2 : block > 64 ? 64 : block;
@@ -225,20 +294,24 @@ void batch_rows(const LowbitArgs& a, int64_t row_begin, int64_t row_end) {
     for (int64_t r = rb; r < re; ++r) {
       const uint16_t* scales = a.group_scales + r * s.ng;
       const uint16_t* zeros = a.group_zeros + r * s.ng;
+      // The next block's scales and zeros, requested a block ahead: read only here, in a burst per block, they
+      // missed cache (this loop was 6 % of the kernel's time at 16 tokens, perf).
+      if (r + block < row_end) {
+        for (int64_t i = 0; i < s.ng; i += 32) {
+          _mm_prefetch(reinterpret_cast<const char*>(scales + block * s.ng + i), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(zeros + block * s.ng + i), _MM_HINT_T0);
+        }
+      }
       for (int64_t g = 0; g < ng8; g += 8)
         _mm256_store_ps(zeros_f + (r - rb) * ng8 + g,
                         _mm256_mul_ps(load_halves(scales + g, s.ng - g), load_halves(zeros + g, s.ng - g)));
     }
     int64_t j = 0;
-    for (; j + NTP <= n_tp; j += NTP) row_span<PPG, NTP>(a, s, packed, j, rb, re, zeros_f, ng8);
-    switch (n_tp - j) {
-      case 5: row_span<PPG, 5>(a, s, packed, j, rb, re, zeros_f, ng8); break;
-      case 4: row_span<PPG, 4>(a, s, packed, j, rb, re, zeros_f, ng8); break;
-      case 3: row_span<PPG, 3>(a, s, packed, j, rb, re, zeros_f, ng8); break;
-      case 2: row_span<PPG, 2>(a, s, packed, j, rb, re, zeros_f, ng8); break;
-      case 1: row_span<PPG, 1>(a, s, packed, j, rb, re, zeros_f, ng8); break;
-      default: break;
-    }
+    for (; j + NTP <= n_tp; j += NTP) row_span<PPG, NTP>(a, s, packed, sum_pairs, j, rb, re, zeros_f, ng8);
+    static_for<NTP - 1>([&](auto n) ALWAYS {
+      constexpr int kRest = NTP - 1 - decltype(n)::value;  // NTP - 1, ..., 1
+      if (n_tp - j == kRest) row_span<PPG, kRest>(a, s, packed, sum_pairs, j, rb, re, zeros_f, ng8);
+    });
   }
 }
 

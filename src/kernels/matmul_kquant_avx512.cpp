@@ -226,17 +226,21 @@ struct Q6_KZmmFamily : NoColumnState {
 
 // Batches of at least this many tokens take the 512-bit tiles (decode and small batches the 256-bit ones; both
 // give the same bits). The K-quants' zmm tiles pay a fixed cost per tile column (Q4_K's scales unpacked for the
-// column, Q6_K's wider unpacking) that only prompts amortize: TinyLlama, 2 threads, 256-bit against 512-bit tiles at 4 / 16 / 32 tokens per step,
-// Q4_K 190 / 204 / 213 against 132 / 194 / 365 tok/s, Q6_K 124 / 132 / 143 against 59 / 143 / 164.
-constexpr int64_t kZmmKQuantMinTokens = 32;
+// column, Q6_K's wider unpacking) that only enough token tiles amortize. TinyLlama, 2 threads, 256-bit against
+// 512-bit tiles at 4 / 16 / 32 tokens per step: Q4_K 190 / 204 / 213 against 132 / 194 / 365 tok/s, Q6_K
+// 124 / 132 / 143 against 59 / 143 / 164. Per product (5632x2048 from memory, medians of 3 alternating runs on a
+// busy host), Q4_Kx8 at 16 tokens took 760-970 us on zmm against 890-1130 on ymm, at 12 tokens within noise
+// of it, at 8 and fewer longer; Q6_Kx8's zmm tile was no faster at 16-24 tokens and 2-4x slower at 2-4.
+constexpr int64_t kZmmQ4KMinTokens = 16;
+constexpr int64_t kZmmQ6KMinTokens = 32;
 
 }  // namespace
 
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
-  if (args.n_tokens >= kZmmKQuantMinTokens) {
-    if (args.type == KernelType::Q4_Kx8) return zmm_interleaved_rows<Q4_KZmmFamily>(args, row_begin, row_end);
-    if (args.type == KernelType::Q6_Kx8) return zmm_interleaved_rows<Q6_KZmmFamily>(args, row_begin, row_end);
-  }
+  if (args.type == KernelType::Q4_Kx8 && args.n_tokens >= kZmmQ4KMinTokens)
+    return zmm_interleaved_rows<Q4_KZmmFamily>(args, row_begin, row_end);
+  if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KMinTokens)
+    return zmm_interleaved_rows<Q6_KZmmFamily>(args, row_begin, row_end);
   kquant_rows_ymm<YmmVnni>(args, row_begin, row_end);
 }
 
