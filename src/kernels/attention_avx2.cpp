@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "kernels/attention_rows_ahead_inl.h"
 #include "kernels/ops_kernels.h"
@@ -86,9 +87,7 @@ struct HeadRows {
   const uint8_t* const* blocks;
   int64_t block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g;
   const float* fp8_table;
-  int64_t n_positions;                        // rows in the block table
-  std::pair<int64_t, int64_t> call_bytes;     // the bytes of a row that hold the call's kv heads (call_row_bytes)
-  bool request_ahead;                         // the call's first kv head: requests them ahead (RowsAhead)
+  const RowsAhead* ahead;  // the call's first kv head: its rows' lines of every kv head of the call, requested ahead
 
   // Rows of positions [p0, p0 + n) as fp32 into dst[kChunk][stride] (zero past n and past head_dim), and their
   // per-head scales into scales[kChunk] (1 for unscaled types, 0 past n).
@@ -97,8 +96,8 @@ struct HeadRows {
   void load(int64_t p0, int64_t n, int64_t stride, float* dst, float* scales) const {
     const int64_t n_vec = head_dim / 8 * 8;
     int64_t block_index = p0 / block_size, slot = p0 % block_size;
-    RowsAhead ahead(blocks, block_size, row_bytes, n_positions, call_bytes.first, call_bytes.second);
-    if (request_ahead) ahead.start(p0);
+    std::optional<RowsAhead> walk;
+    if (ahead != nullptr) walk = ahead->from(p0);
     for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == block_size ? (++block_index, 0) : slot + 1) {
       float* d = dst + j * stride;
       if (j >= n) {
@@ -106,7 +105,7 @@ struct HeadRows {
         scales[j] = 0.0f;
         continue;
       }
-      if (request_ahead) ahead.request_next();
+      if (walk) walk->request_next();
       const uint8_t* block = blocks[block_index];
       const uint8_t* row = block + slot * row_bytes + head_offset;
       for (int64_t i = 0; i < n_vec; i += 8) _mm256_storeu_ps(d + i, load8<T>(row, i, fp8_table));
@@ -212,7 +211,10 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
   float* queries = rows + kChunk * stride;
   float* outputs = queries + max_rows * stride;
   float chunk_scales[kChunk];
-  const std::pair<int64_t, int64_t> call_bytes = call_row_bytes(head_begin, head_end, group, head_dim * element_bytes<T>());
+  const RowsAhead keys_ahead(k_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
+                             head_end, group);
+  const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
+                               head_end, group);
 
   for (int64_t g = head_begin / group; g * group < head_end; ++g) {
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
@@ -220,10 +222,12 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     const int64_t head_offset = g * head_dim * element_bytes<T>();
     const int64_t row_bytes = n_head_kv * head_dim * element_bytes<T>();
     const bool first = g == head_begin / group;
-    const HeadRows<T> keys{k_blocks, block_size, scales_offset, row_bytes,  n_head_kv, head_dim,
-                           head_offset, g,       fp8_table,     last_n_pos, call_bytes, first};
-    const HeadRows<T> values{v_blocks, block_size, scales_offset, row_bytes,  n_head_kv, head_dim,
-                             head_offset, g,       fp8_table,     last_n_pos, call_bytes, first};
+    const HeadRows<T> keys{k_blocks,  block_size, scales_offset, row_bytes,
+                           n_head_kv, head_dim,   head_offset,   g,
+                           fp8_table, first ? &keys_ahead : nullptr};
+    const HeadRows<T> values{v_blocks,  block_size, scales_offset, row_bytes,
+                             n_head_kv, head_dim,   head_offset,   g,
+                             fp8_table, first ? &values_ahead : nullptr};
     for (int64_t r = 0; r < n_tokens * m; ++r) {
       float* qd = queries + r * stride;
       std::memcpy(qd, q + (r / m) * q_stride + (h0 + r % m) * head_dim, size_t(head_dim) * sizeof(float));

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "kernels/attention_rows_ahead_inl.h"
 #include "kernels/ops_kernels.h"
@@ -73,23 +74,21 @@ struct HeadRows {
   const uint8_t* const* blocks;
   int64_t block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g;
   const float* fp8_table;
-  int64_t n_positions;                        // rows in the block table
-  std::pair<int64_t, int64_t> call_bytes;     // the bytes of a row that hold the call's kv heads (call_row_bytes)
-  bool request_ahead;                         // the call's first kv head: requests them ahead (RowsAhead)
+  const RowsAhead* ahead;  // the call's first kv head: its rows' lines of every kv head of the call, requested ahead
 
   // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
   // rows [n, kChunk) are zeroed. The block and slot advance with the position (one division per chunk).
   void load(int64_t p0, int64_t n, int64_t stride, float* dst) const {
     int64_t block_index = p0 / block_size, slot = p0 % block_size;
-    RowsAhead ahead(blocks, block_size, row_bytes, n_positions, call_bytes.first, call_bytes.second);
-    if (request_ahead) ahead.start(p0);
+    std::optional<RowsAhead> walk;
+    if (ahead != nullptr) walk = ahead->from(p0);
     for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == block_size ? (++block_index, 0) : slot + 1) {
       float* d = dst + j * stride;
       if (j >= n) {
         std::memset(d, 0, size_t(stride) * sizeof(float));
         continue;
       }
-      if (request_ahead) ahead.request_next();
+      if (walk) walk->request_next();
       const uint8_t* block = blocks[block_index];
       const uint8_t* row = block + slot * row_bytes + head_offset;
       __m512 scale = _mm512_set1_ps(1.0f);
@@ -203,7 +202,10 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
   float* chunk = scores + n_chunks * kChunk * max_rows16;
   float* outputs = chunk + kChunk * stride;
 
-  const std::pair<int64_t, int64_t> call_bytes = call_row_bytes(head_begin, head_end, group, head_dim * element_bytes<T>());
+  const RowsAhead keys_ahead(k_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
+                             head_end, group);
+  const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
+                               head_end, group);
 
   for (int64_t g = head_begin / group; g * group < head_end; ++g) {
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
@@ -212,10 +214,12 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     const int64_t head_offset = g * head_dim * element_bytes<T>();
     const int64_t row_bytes = n_head_kv * head_dim * element_bytes<T>();
     const bool first = g == head_begin / group;
-    const HeadRows<T> keys{k_blocks, block_size, scales_offset, row_bytes,  n_head_kv, head_dim,
-                           head_offset, g,       fp8_table,     last_n_pos, call_bytes, first};
-    const HeadRows<T> values{v_blocks, block_size, scales_offset, row_bytes,  n_head_kv, head_dim,
-                             head_offset, g,       fp8_table,     last_n_pos, call_bytes, first};
+    const HeadRows<T> keys{k_blocks,  block_size, scales_offset, row_bytes,
+                           n_head_kv, head_dim,   head_offset,   g,
+                           fp8_table, first ? &keys_ahead : nullptr};
+    const HeadRows<T> values{v_blocks,  block_size, scales_offset, row_bytes,
+                             n_head_kv, head_dim,   head_offset,   g,
+                             fp8_table, first ? &values_ahead : nullptr};
 
     // Qt[d][row], row by row (a division per element, r / m and r % m, had cost a decode call more than its
     // scores at short contexts).

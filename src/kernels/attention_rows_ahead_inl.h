@@ -14,7 +14,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <utility>
 
 namespace tessera::kernels {
 namespace {
@@ -24,17 +23,20 @@ constexpr int64_t kRowsAhead = 16;
 // The rows kRowsAhead positions after those being read, walked one position at a time.
 class RowsAhead {
  public:
-  // blocks: the block table of n_positions rows; [offset, offset + bytes) of each row is requested.
-  RowsAhead(const uint8_t* const* blocks, int64_t block_size, int64_t row_bytes, int64_t n_positions, int64_t offset,
-            int64_t bytes)
-      : blocks_(blocks), block_size_(block_size), row_bytes_(row_bytes), n_positions_(n_positions), offset_(offset),
-        bytes_(bytes) {}
+  // blocks: the block table of n_positions rows, each of n_head_kv heads of head_bytes; the bytes of a row that
+  // hold the kv heads of query heads [head_begin, head_end) (group query heads per kv head) are requested.
+  RowsAhead(const uint8_t* const* blocks, int64_t block_size, int64_t n_positions, int64_t n_head_kv,
+            int64_t head_bytes, int64_t head_begin, int64_t head_end, int64_t group)
+      : blocks_(blocks), block_size_(block_size), row_bytes_(n_head_kv * head_bytes), n_positions_(n_positions),
+        offset_(head_begin / group * head_bytes), bytes_(((head_end - 1) / group + 1) * head_bytes - offset_) {}
 
-  // Reading starts at position p: the next request is for p + kRowsAhead.
-  void start(int64_t p) {
-    position_ = p + kRowsAhead;
-    block_ = position_ / block_size_;
-    slot_ = position_ % block_size_;
+  // A walk whose first request is for position p + kRowsAhead (reading starts at p).
+  RowsAhead from(int64_t p) const {
+    RowsAhead walk = *this;
+    walk.position_ = p + kRowsAhead;
+    walk.block_ = walk.position_ / block_size_;
+    walk.slot_ = walk.position_ % block_size_;
+    return walk;
   }
 
   // Requests the next row (nothing past the table's end) and moves on by one position.
@@ -52,13 +54,6 @@ class RowsAhead {
   int64_t block_size_, row_bytes_, n_positions_, offset_, bytes_;
   int64_t position_ = 0, block_ = 0, slot_ = 0;
 };
-
-// The bytes of a K or V row holding the kv heads of query heads [head_begin, head_end): (offset, size).
-inline std::pair<int64_t, int64_t> call_row_bytes(int64_t head_begin, int64_t head_end, int64_t group,
-                                                  int64_t head_bytes) {
-  const int64_t first = head_begin / group, last = (head_end - 1) / group;
-  return {first * head_bytes, (last - first + 1) * head_bytes};
-}
 
 }  // namespace
 }  // namespace tessera::kernels
