@@ -24,6 +24,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "kernels/matmul_lowbit_kernels.h"
 #include "kernels/static_for.h"
 
@@ -71,15 +72,21 @@ INLINE Nibbles unpack_pair(const uint8_t* p, bool half) {
   return {_mm512_and_si512(both, mask), _mm512_and_si512(_mm512_srli_epi16(both, 4), mask)};
 }
 
+// n elements of a thread's scratch `storage`, from its first 64-byte boundary (aligned loads and stores).
+template <typename T>
+T* aligned_scratch(std::vector<T>& storage, size_t n) {
+  constexpr size_t kPad = 64 / sizeof(T);
+  if (storage.size() < n + kPad) storage.resize(n + kPad);
+  return reinterpret_cast<T*>(align_up(reinterpret_cast<uintptr_t>(storage.data()), 64));
+}
+
 // Activations by token pair: for pair j (tokens 2j, 2j+1) and pair of chunks p, 128 bytes
 // [2j values 0-15 of both chunks | 2j+1 the same | 2j values 16-31 | 2j+1 the same], taken from the shared
 // layout's two 32-byte halves (matmul_lowbit_kernels.h). A missing last token reads as zeros.
 const int8_t* pack_token_pairs(const LowbitArgs& a, int64_t n_pairs) {
   thread_local std::vector<int8_t> storage;
   const int64_t n_tp = (a.n_tokens + 1) / 2, stride = n_pairs * 64;
-  const size_t bytes = size_t(n_tp * n_pairs * 128);
-  if (storage.size() < bytes + 64) storage.resize(bytes + 64);
-  int8_t* out = reinterpret_cast<int8_t*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
+  int8_t* out = aligned_scratch(storage, size_t(n_tp * n_pairs * 128));
   for (int64_t j = 0; j < n_tp; ++j) {
     const int8_t* x0 = a.xq + 2 * j * stride;
     const bool has_second = 2 * j + 1 < a.n_tokens;
@@ -201,9 +208,7 @@ INLINE __m512 hsum_last(__m512 w) {
 const float* pack_sum_pairs(const LowbitArgs& a, int64_t sums_stride) {
   thread_local std::vector<float> storage;
   const int64_t n_tp = (a.n_tokens + 1) / 2;
-  const size_t n = size_t(n_tp * sums_stride * 2);
-  if (storage.size() < n + 16) storage.resize(n + 16);
-  float* out = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t(63));
+  float* out = aligned_scratch(storage, size_t(n_tp * sums_stride * 2));
   for (int64_t j = 0; j < n_tp; ++j) {
     const float* s0 = a.group_sums + 2 * j * sums_stride;
     const bool has_second = 2 * j + 1 < a.n_tokens;
