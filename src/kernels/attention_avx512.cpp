@@ -5,7 +5,9 @@
 // registers by P positions: per dimension d, RV loads of Qt and P broadcasts of key elements feed RV·P FMAs, all
 // operands in L1 (the AVX2 kernel's dot products load a key vector per FMA pair and pay a horizontal reduction
 // per score). The softmax runs down the positions with 16 rows per register, so it needs no horizontal step
-// either, and the value sums broadcast one weight per row against the value row's registers.
+// either, and the value sums broadcast one weight per row against the value row's registers. The score tiles
+// also keep each row's running maximum over the positions every row sees, and the weights of a chunk of values
+// are normalized right before its value tiles, so the softmax reads the scores once (for the exponentials).
 //
 // Every element is defined without reference to the tile or the batch, so a token gives the same bits alone
 // (decode) or inside any prompt run, in any split of heads:
@@ -106,10 +108,11 @@ struct HeadRows {
 };
 
 // Scores of RV registers of query rows (from qt, rows16 floats per dimension) against P key rows (k, stride
-// floats apart) into s[p · rows16 + 16 · rv].
+// floats apart) into s[p · rows16 + 16 · rv]; the first `seen` positions (those every row sees) also raise the
+// rows' running maxima mx[16 · rv + lane] (a maximum is exact in any order, so the softmax needs no pass for it).
 template <int RV, int P>
 __attribute__((noinline)) void score_tile(const float* qt, int64_t rows16, int64_t head_dim, const float* k,
-                                          int64_t stride, __m512 scale, float* s) {
+                                          int64_t stride, __m512 scale, int64_t seen, float* s, float* mx) {
   __m512 acc[RV][P];
   static_for<RV>([&](auto v) { static_for<P>([&](auto p) { acc[v][p] = _mm512_setzero_ps(); }); });
   for (int64_t d = 0; d < head_dim; ++d) {
@@ -121,7 +124,13 @@ __attribute__((noinline)) void score_tile(const float* qt, int64_t rows16, int64
     });
   }
   static_for<RV>([&](auto v) {
-    static_for<P>([&](auto p) { _mm512_storeu_ps(s + p * rows16 + 16 * v, _mm512_mul_ps(acc[v][p], scale)); });
+    __m512 top = _mm512_loadu_ps(mx + 16 * v);
+    static_for<P>([&](auto p) {
+      const __m512 score = _mm512_mul_ps(acc[v][p], scale);
+      _mm512_storeu_ps(s + p * rows16 + 16 * v, score);
+      if (p < seen) top = _mm512_max_ps(top, score);
+    });
+    _mm512_storeu_ps(mx + 16 * v, top);
   });
 }
 
@@ -129,14 +138,17 @@ __attribute__((noinline)) void score_tile(const float* qt, int64_t rows16, int64
 // the 32 registers.
 constexpr int score_tile_positions(int rv) { return rv == 4 ? 6 : rv == 3 ? 8 : rv == 2 ? 12 : 16; }
 
-// A chunk's scores for row registers [rv0, rv0 + RV).
+// A chunk's scores for row registers [rv0, rv0 + RV), over the tiles that hold its first n positions (the
+// chunk's rows past n are zero; a last chunk's empty tiles had added ~8 % to a 512-token prompt's score work).
+// Its first `seen` positions are seen by every row: they raise the maxima mx.
 template <int RV>
 void score_chunk(const float* qt, int64_t rows16, int64_t head_dim, const float* k, int64_t stride, float scale,
-                 float* s) {
+                 int64_t n, int64_t seen, float* s, float* mx) {
   constexpr int P = score_tile_positions(RV);
   static_assert(kChunk % P == 0);
-  for (int64_t p = 0; p < kChunk; p += P) {
-    score_tile<RV, P>(qt, rows16, head_dim, k + p * stride, stride, _mm512_set1_ps(scale), s + p * rows16);
+  for (int64_t p = 0; p < n; p += P) {
+    score_tile<RV, P>(qt, rows16, head_dim, k + p * stride, stride, _mm512_set1_ps(scale),
+                      std::clamp<int64_t>(seen - p, 0, P), s + p * rows16, mx);
   }
 }
 
@@ -185,6 +197,17 @@ void value_rows(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const
   });
 }
 
+// Requests the query rows of heads [h0, h1) of n_tokens tokens into the cache level `Hint` names: a prompt's
+// queries lie in L3 or memory by the time its attention runs, and the transposition into Qt waited on them
+// (~7.5 % of a 512-token prompt's attention, ~5 % with these requests).
+template <_mm_hint Hint>
+void request_queries(const float* q, int64_t q_stride, int64_t n_tokens, int64_t h0, int64_t h1, int64_t head_dim) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const auto* row = reinterpret_cast<const char*>(q + t * q_stride + h0 * head_dim);
+    for (int64_t byte = 0; byte < (h1 - h0) * head_dim * 4; byte += 64) _mm_prefetch(row + byte, Hint);
+  }
+}
+
 template <int T>
 void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const float* fp8_table,
                   const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size,
@@ -196,17 +219,21 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
   const int64_t n_chunks = (last_n_pos + kChunk - 1) / kChunk;
   const int64_t max_rows16 = (n_tokens * group + 15) / 16 * 16;
   // Scratch layout (attend_scratch_floats): Qt [head_dim][rows16], scores [n_chunks · kChunk][rows16], a K or V
-  // chunk [kChunk][stride], outputs [rows][stride].
+  // chunk [kChunk][stride], outputs [rows][stride], the rows' score maxima [rows16] and 1 / Σ e [rows16].
   float* qt = scratch;
   float* scores = qt + head_dim * max_rows16;
   float* chunk = scores + n_chunks * kChunk * max_rows16;
   float* outputs = chunk + kChunk * stride;
+  float* row_max = outputs + n_tokens * group * stride;
+  float* row_inv = row_max + max_rows16;
 
   const RowsAhead keys_ahead(k_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
                              head_end, group);
   const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
                                head_end, group);
 
+  // The call's queries into L2 now, each next group's into L1 while the group before it runs.
+  request_queries<_MM_HINT_T1>(q, q_stride, n_tokens, head_begin, head_end, head_dim);
   for (int64_t g = head_begin / group; g * group < head_end; ++g) {
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
     const int64_t m = h1 - h0;  // row r = token (r / m), head h0 + r % m
@@ -221,8 +248,12 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
                              n_head_kv, head_dim,   head_offset,   g,
                              fp8_table, first ? &values_ahead : nullptr};
 
+    if (h1 < head_end) {
+      request_queries<_MM_HINT_T0>(q, q_stride, n_tokens, h1, std::min(head_end, h1 + group), head_dim);
+    }
     // Qt[d][row], row by row (a division per element, r / m and r % m, had cost a decode call more than its
-    // scores at short contexts).
+    // scores at short contexts). A 16 x 16 transposition in registers measured no faster: the loads' latency
+    // bounds it.
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t i = 0; i < m; ++i) {
         const float* src = q + t * q_stride + (h0 + i) * head_dim;
@@ -233,21 +264,26 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     for (int64_t d = 0; d < head_dim; ++d) std::fill(qt + d * rows16 + n_rows, qt + (d + 1) * rows16, 0.0f);
 
     const auto positions_in = [&](int64_t c) { return std::min(kChunk, last_n_pos - c * kChunk); };
+    std::fill(row_max, row_max + rows16, -INFINITY);
     for (int64_t c = 0; c < n_chunks; ++c) {
       const int64_t p0 = c * kChunk;
-      keys.load(p0, positions_in(c), stride, chunk);
+      const int64_t n = positions_in(c), seen = std::clamp<int64_t>(n_pos - p0, 0, n);
+      keys.load(p0, n, stride, chunk);
       float* s = scores + p0 * rows16;
-      int64_t v0 = 0;
-      for (; v0 + 4 <= n_regs; v0 += 4) score_chunk<4>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, s + 16 * v0);
-      switch (n_regs - v0) {
-        case 3: score_chunk<3>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, s + 16 * v0); break;
-        case 2: score_chunk<2>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, s + 16 * v0); break;
-        case 1: score_chunk<1>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, s + 16 * v0); break;
-        default: break;
+      for (int64_t v0 = 0; v0 < n_regs; v0 += 4) {  // up to 4 row registers a tile
+        static_for<4>([&](auto i) {
+          if (std::min<int64_t>(4, n_regs - v0) == i + 1) {
+            score_chunk<i + 1>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, n, seen, s + 16 * v0,
+                               row_max + 16 * v0);
+          }
+        });
       }
     }
 
-    // Softmax down the positions, 16 rows at a time; a lane's positions end at its token's n_pos.
+    // Softmax down the positions, 16 rows at a time; a lane's positions end at its token's n_pos. The maxima
+    // over positions [0, n_pos), which every row sees, came with the scores.
+    // The last position + 1 a register's rows see (their last row's token's n_pos).
+    const auto register_end = [&](int64_t v) { return n_pos + (std::min(16 * v + 15, n_rows - 1)) / m; };
     for (int64_t v = 0; v < n_regs; ++v) {
       alignas(64) int32_t limit[16];
       for (int64_t l = 0; l < 16; ++l) {
@@ -255,10 +291,10 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
         limit[l] = r < n_rows ? static_cast<int32_t>(n_pos + r / m) : 0;
       }
       const __m512i lim = _mm512_load_si512(limit);
-      const int64_t end = *std::max_element(limit, limit + 16);
+      const int64_t end = register_end(v);
       float* s = scores + 16 * v;
-      __m512 mx = _mm512_set1_ps(-INFINITY);
-      for (int64_t p = 0; p < end; ++p) {
+      __m512 mx = _mm512_loadu_ps(row_max + 16 * v);
+      for (int64_t p = n_pos; p < end; ++p) {
         const __mmask16 seen = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(p)), lim);
         mx = _mm512_mask_max_ps(mx, seen, mx, _mm512_loadu_ps(s + p * rows16));
       }
@@ -269,25 +305,43 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
         _mm512_storeu_ps(s + p * rows16, e);
         sum = _mm512_add_ps(sum, e);
       }
-      const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
-      for (int64_t p = 0; p < end; ++p) _mm512_storeu_ps(s + p * rows16, _mm512_mul_ps(_mm512_loadu_ps(s + p * rows16), inv));
+      _mm512_storeu_ps(row_inv + 16 * v, _mm512_div_ps(_mm512_set1_ps(1.0f), sum));
     }
 
-    // Outputs: per chunk of values, each token's rows over the positions it sees (n_pos + token).
+    // Outputs: per chunk of values, each token's rows over the positions it sees (n_pos + token). The positions
+    // of a chunk that every token sees (all before n_pos) take all rows of the call as one range, so the row
+    // tiles run full across tokens (TinyLlama's 8 rows per token had left a 2-row tile per token, at half the
+    // FMA rate of the 6-row one); each token's rows then go on over the positions only it and later tokens see.
+    // Every output element still runs one FMA chain in position order.
+    // Value sums of rows [0, n_rows_in) (weights w, accumulators acc) over the chunk's positions [j0, j0 + n).
+    const auto value_sums = [&](const float* w, int64_t n_rows_in, int64_t j0, int64_t n, float* acc, bool start) {
+      for (int64_t col = 0; col < stride; col += 16 * kMaxValueRegisters) {
+        const int64_t nv = std::min<int64_t>(kMaxValueRegisters, (stride - col) / 16);
+        static_for<kMaxValueRegisters>([&](auto i) {
+          if (nv == i + 1) {
+            value_rows<i + 1>(w + j0 * rows16, rows16, n_rows_in, n, chunk + j0 * stride, stride, acc, stride, col,
+                              start);
+          }
+        });
+      }
+    };
     for (int64_t c = 0; c < n_chunks; ++c) {
       const int64_t p0 = c * kChunk;
       values.load(p0, positions_in(c), stride, chunk);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const int64_t n = std::min(kChunk, n_pos + t - p0);
-        if (n <= 0) continue;
-        const float* w = scores + p0 * rows16 + t * m;
-        float* acc = outputs + t * m * stride;
-        for (int64_t col = 0; col < stride; col += 16 * kMaxValueRegisters) {
-          const int64_t nv = std::min<int64_t>(kMaxValueRegisters, (stride - col) / 16);
-          static_for<kMaxValueRegisters>([&](auto i) {
-            if (nv == i + 1) value_rows<i + 1>(w, rows16, m, n, chunk, stride, acc, stride, col, p0 == 0);
-          });
+      // The chunk's weights e · (1 / Σ e), while they are in L1 for the value tiles.
+      for (int64_t v = 0; v < n_regs; ++v) {
+        const __m512 inv = _mm512_loadu_ps(row_inv + 16 * v);
+        float* s = scores + 16 * v;
+        for (int64_t p = p0, end = std::min(p0 + kChunk, register_end(v)); p < end; ++p) {
+          _mm512_storeu_ps(s + p * rows16, _mm512_mul_ps(_mm512_loadu_ps(s + p * rows16), inv));
         }
+      }
+      const float* w = scores + p0 * rows16;
+      const int64_t shared = std::min(kChunk, n_pos - p0);  // positions of the chunk every token sees
+      if (shared > 0) value_sums(w, n_rows, 0, shared, outputs, p0 == 0);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const int64_t j0 = std::max<int64_t>(shared, 0), n = std::min(kChunk, n_pos + t - p0) - j0;
+        if (n > 0) value_sums(w + t * m, m, j0, n, outputs + t * m * stride, p0 == 0 && j0 == 0);
       }
     }
     for (int64_t r = 0; r < n_rows; ++r) {

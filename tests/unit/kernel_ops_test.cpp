@@ -177,17 +177,19 @@ TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
   for (auto [type, head_dim] : {std::pair{KvType::F32, 40}, {KvType::F16, 40}, {KvType::I8, 40}, {KvType::FP8, 40},
                                 {KvType::F16, 20}}) {
     const AttentionShape shape{8, 2, head_dim, 1.0f / std::sqrt(float(head_dim))};
-    const int64_t block_size = 16, n_blocks = 3, kv_row = shape.n_head_kv * shape.head_dim;
+    const int64_t block_size = 16, n_blocks = 8, kv_row = shape.n_head_kv * shape.head_dim;
     const auto k = random_floats(size_t(n_blocks * block_size * kv_row), 21);
     const auto v = random_floats(size_t(n_blocks * block_size * kv_row), 22);
-    const std::vector<int64_t> order{1, 2, 0};
+    const std::vector<int64_t> order{1, 2, 0, 7, 3, 6, 4, 5};
     const auto ek = encode_blocks(type, k, n_blocks, block_size, shape.n_head_kv, shape.head_dim, order);
     const auto ev = encode_blocks(type, v, n_blocks, block_size, shape.n_head_kv, shape.head_dim, order);
     const KvBlocksView view{type, ek.ptrs.data(), ev.ptrs.data(), block_size, ek.scales_offset};
     const int64_t q_dim = shape.n_head * shape.head_dim, max_tokens = 11;
     const auto q = random_floats(size_t(max_tokens * q_dim), 23, 2.0f);
-    // Runs that start inside a chunk of 8 positions and cross several; head ranges that cut a kv-head group.
-    for (auto [n_pos, n_tokens] : {std::pair<int64_t, int64_t>{1, 1}, {1, 11}, {5, 8}, {13, 4}, {37, 11}}) {
+    // Runs that start inside a chunk of 8 positions and cross several; runs after chunks of 48 positions that
+    // every token sees whole; head ranges that cut a kv-head group.
+    for (auto [n_pos, n_tokens] :
+         {std::pair<int64_t, int64_t>{1, 1}, {1, 11}, {5, 8}, {13, 4}, {37, 11}, {96, 8}, {101, 11}, {117, 3}}) {
       for (auto [h0, h1] : {std::pair<int64_t, int64_t>{0, 8}, {3, 7}}) {
         std::vector<float> scratch(size_t(attend_scratch_floats(n_pos + n_tokens - 1, shape, n_tokens)));
         std::vector<float> run(size_t(n_tokens * q_dim), -1.0f), single(run.size(), -1.0f);
