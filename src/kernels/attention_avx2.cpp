@@ -17,14 +17,6 @@ namespace tessera::kernels::avx2 {
 namespace {
 #include "kernels/simd_math_avx2_inl.h"
 
-// Mirrors tessera::KvType (not included here: see ops_kernels.h).
-enum Type : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI8 = 3, kFP8 = 4 };
-
-template <int T>
-constexpr int64_t element_bytes() {
-  return T == kF32 ? 4 : (T == kF16 || T == kBF16) ? 2 : 1;
-}
-
 // Eight elements starting at row[i], as fp32 (without the per-head scale).
 template <int T>
 inline __m256 load8(const uint8_t* row, int64_t i, const float* fp8_table) {
@@ -83,11 +75,7 @@ inline __m256 sum_lanes8(const __m256 acc[8]) {
 constexpr int kChunk = 8;
 
 template <int T>
-struct HeadRows {
-  const uint8_t* const* blocks;
-  int64_t block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g;
-  const float* fp8_table;
-  const RowsAhead* ahead;  // the call's first kv head: its rows' lines of every kv head of the call, requested ahead
+struct HeadRows : KvHeadSlice {
 
   // Rows of positions [p0, p0 + n) as fp32 into dst[kChunk][stride] (zero past n and past head_dim), and their
   // per-head scales into scales[kChunk] (1 for unscaled types, 0 past n).
@@ -219,15 +207,11 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
   for (int64_t g = head_begin / group; g * group < head_end; ++g) {
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
     const int64_t m = h1 - h0;  // row r = token (r / m), head h0 + r % m
-    const int64_t head_offset = g * head_dim * element_bytes<T>();
-    const int64_t row_bytes = n_head_kv * head_dim * element_bytes<T>();
     const bool first = g == head_begin / group;
-    const HeadRows<T> keys{k_blocks,  block_size, scales_offset, row_bytes,
-                           n_head_kv, head_dim,   head_offset,   g,
-                           fp8_table, first ? &keys_ahead : nullptr};
-    const HeadRows<T> values{v_blocks,  block_size, scales_offset, row_bytes,
-                             n_head_kv, head_dim,   head_offset,   g,
-                             fp8_table, first ? &values_ahead : nullptr};
+    const HeadRows<T> keys{kv_head_slice<T>(k_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
+                                            first ? &keys_ahead : nullptr)};
+    const HeadRows<T> values{kv_head_slice<T>(v_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
+                                              first ? &values_ahead : nullptr)};
     for (int64_t r = 0; r < n_tokens * m; ++r) {
       float* qd = queries + r * stride;
       std::memcpy(qd, q + (r / m) * q_stride + (h0 + r % m) * head_dim, size_t(head_dim) * sizeof(float));

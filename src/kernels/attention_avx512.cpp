@@ -36,14 +36,6 @@ namespace tessera::kernels::avx512 {
 namespace {
 #include "kernels/simd_math_avx512_inl.h"
 
-// Mirrors tessera::KvType (not included here: see ops_kernels.h).
-enum Type : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI8 = 3, kFP8 = 4 };
-
-template <int T>
-constexpr int64_t element_bytes() {
-  return T == kF32 ? 4 : (T == kF16 || T == kBF16) ? 2 : 1;
-}
-
 // Elements [i, i + 16) of a stored row as fp32 (without the head scale); lanes outside `m` are 0. A whole vector
 // (every row but a head_dim's tail) takes the plain load: through the masked one, decode attention over 512
 // positions took 1.4-1.8x as long (F16, one thread, Zen 5).
@@ -72,11 +64,7 @@ constexpr int64_t kChunk = 48;
 
 // One kv head's K or V rows, read through the block table.
 template <int T>
-struct HeadRows {
-  const uint8_t* const* blocks;
-  int64_t block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g;
-  const float* fp8_table;
-  const RowsAhead* ahead;  // the call's first kv head: its rows' lines of every kv head of the call, requested ahead
+struct HeadRows : KvHeadSlice {
 
   // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
   // rows [n, kChunk) are zeroed. The block and slot advance with the position (one division per chunk).
@@ -238,15 +226,11 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
     const int64_t m = h1 - h0;  // row r = token (r / m), head h0 + r % m
     const int64_t n_rows = n_tokens * m, rows16 = (n_rows + 15) / 16 * 16, n_regs = rows16 / 16;
-    const int64_t head_offset = g * head_dim * element_bytes<T>();
-    const int64_t row_bytes = n_head_kv * head_dim * element_bytes<T>();
     const bool first = g == head_begin / group;
-    const HeadRows<T> keys{k_blocks,  block_size, scales_offset, row_bytes,
-                           n_head_kv, head_dim,   head_offset,   g,
-                           fp8_table, first ? &keys_ahead : nullptr};
-    const HeadRows<T> values{v_blocks,  block_size, scales_offset, row_bytes,
-                             n_head_kv, head_dim,   head_offset,   g,
-                             fp8_table, first ? &values_ahead : nullptr};
+    const HeadRows<T> keys{kv_head_slice<T>(k_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
+                                            first ? &keys_ahead : nullptr)};
+    const HeadRows<T> values{kv_head_slice<T>(v_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
+                                              first ? &values_ahead : nullptr)};
 
     if (h1 < head_end) {
       request_queries<_MM_HINT_T0>(q, q_stride, n_tokens, h1, std::min(head_end, h1 + group), head_dim);

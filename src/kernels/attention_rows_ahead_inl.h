@@ -1,4 +1,5 @@
-// Requests for K and V rows ahead of the attention kernels' reads (attention_avx2.cpp, attention_avx512.cpp).
+// How the attention kernels (attention_avx2.cpp, attention_avx512.cpp) address a kv head's K and V rows, and the
+// requests for those rows ahead of their reads.
 // Anonymous namespace, for the reason matmul_ymm_inl.h gives.
 //
 // A call reads its kv heads one after another, each a slice of every row (a row holds all kv heads of one
@@ -17,6 +18,14 @@
 
 namespace tessera::kernels {
 namespace {
+
+// Mirrors tessera::KvType (not included here: see ops_kernels.h).
+enum KvElementType : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI8 = 3, kFP8 = 4 };
+
+template <int T>
+constexpr int64_t element_bytes() {
+  return T == kF32 ? 4 : (T == kF16 || T == kBF16) ? 2 : 1;
+}
 
 constexpr int64_t kRowsAhead = 16;
 
@@ -54,6 +63,22 @@ class RowsAhead {
   int64_t block_size_, row_bytes_, n_positions_, offset_, bytes_;
   int64_t position_ = 0, block_ = 0, slot_ = 0;
 };
+
+// One kv head's slice of every K (or V) row, read through the block table: each ISA's HeadRows adds its load.
+struct KvHeadSlice {
+  const uint8_t* const* blocks;
+  int64_t block_size, scales_offset, row_bytes, n_head_kv, head_dim, head_offset, g;
+  const float* fp8_table;
+  const RowsAhead* ahead;  // the call's first kv head: its rows' lines of every kv head of the call, requested ahead
+};
+
+// The slice of kv head g in rows of n_head_kv heads of head_dim elements of type T.
+template <int T>
+KvHeadSlice kv_head_slice(const uint8_t* const* blocks, int64_t block_size, int64_t scales_offset, int64_t n_head_kv,
+                          int64_t head_dim, int64_t g, const float* fp8_table, const RowsAhead* ahead) {
+  return {blocks,   block_size, scales_offset, n_head_kv * head_dim * element_bytes<T>(), n_head_kv,
+          head_dim, g * head_dim * element_bytes<T>(), g, fp8_table, ahead};
+}
 
 }  // namespace
 }  // namespace tessera::kernels
