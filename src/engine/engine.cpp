@@ -116,6 +116,9 @@ struct Engine::Impl {
   void publish_stats();
   // Applies the submits and cancels made since the last step, in the order they were made.
   void apply_commands();
+  // submit's two halves: the checks and the live state (no lock), then the id and the queue (under `mutex`).
+  std::unique_ptr<LiveSample> prepare(Request request, EventCallback on_event);
+  uint64_t enqueue_locked(std::unique_ptr<LiveSample> r);
   void admit(std::unique_ptr<LiveSample> r);
   void cancel_now(uint64_t request_id, FinishReason reason);
   void expire(Clock::time_point now);
@@ -677,17 +680,17 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions options, Thread
 
 Engine::~Engine() = default;
 
-uint64_t Engine::submit(Request request, EventCallback on_event) {
-  Impl& m = *impl_;
-  check_request(request, m.limits);
+// Checks a request and builds its live state, on the caller's thread.
+std::unique_ptr<LiveSample> Engine::Impl::prepare(Request request, EventCallback on_event) {
+  check_request(request, limits);
   const auto n_prompt = int64_t(request.prompt.size());
-  const int64_t max_len = std::min<int64_t>(n_prompt + request.sampling.max_tokens, m.n_ctx);
+  const int64_t max_len = std::min<int64_t>(n_prompt + request.sampling.max_tokens, n_ctx);
   if (!request.sampling.has_seed) {
     request.sampling.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     request.sampling.has_seed = true;
   }
-  auto r = std::make_unique<LiveSample>(std::move(request), std::move(on_event), m.model->tokenizer());
-  r->constraint = m.make_constraint(r->request);  // on the caller's thread: the vocabulary is built once here
+  auto r = std::make_unique<LiveSample>(std::move(request), std::move(on_event), model->tokenizer());
+  r->constraint = make_constraint(r->request);  // on the caller's thread: the vocabulary is built once here
   r->submitted = Clock::now();
   r->seq.priority = r->request.priority;
   r->seq.tokens = r->request.prompt;
@@ -696,26 +699,54 @@ uint64_t Engine::submit(Request request, EventCallback on_event) {
   r->seq.max_len = max_len;
   r->seq.all_logits = r->request.prompt_logits;
   r->forks_pending = r->request.n - 1;
+  return r;
+}
+
+// Gives a prepared request its id and queues it for the step loop; the caller holds `mutex`.
+uint64_t Engine::Impl::enqueue_locked(std::unique_ptr<LiveSample> r) {
+  if (stopping) throw EngineUnavailable("the engine is shutting down");
+  const uint64_t id = next_id++;
+  r->request_id = id;
+  if (r->request.sampling.max_tokens == 0 && !r->request.prompt_logits) {
+    // Nothing to generate: every sample finishes at once, without touching the cache.
+    RequestStats stats;
+    stats.n_prompt_tokens = int64_t(r->request.prompt.size());
+    for (int32_t i = 0; i < r->request.n; ++i) r->on_event(finished_event(id, i, FinishReason::Length, {}, stats));
+    return id;
+  }
+  n_live += size_t(r->request.n);
+  idle_published = false;
+  commands.push_back({std::move(r), 0});
+  ++n_queued_submits;
+  return id;
+}
+
+uint64_t Engine::submit(Request request, EventCallback on_event) {
+  Impl& m = *impl_;
+  auto r = m.prepare(std::move(request), std::move(on_event));
   uint64_t id;
   {
     std::lock_guard lock(m.mutex);
-    if (m.stopping) throw EngineUnavailable("the engine is shutting down");
-    id = m.next_id++;
-    r->request_id = id;
-    if (r->request.sampling.max_tokens == 0 && !r->request.prompt_logits) {
-      // Nothing to generate: every sample finishes at once, without touching the cache.
-      RequestStats stats;
-      stats.n_prompt_tokens = n_prompt;
-      for (int32_t i = 0; i < r->request.n; ++i) r->on_event(finished_event(id, i, FinishReason::Length, {}, stats));
-      return id;
-    }
-    m.n_live += size_t(r->request.n);
-    m.idle_published = false;
-    m.commands.push_back({std::move(r), 0});
-    ++m.n_queued_submits;
+    id = m.enqueue_locked(std::move(r));
   }
   m.wake.notify_one();
   return id;
+}
+
+std::vector<uint64_t> Engine::submit_all(std::vector<std::pair<Request, EventCallback>> requests) {
+  Impl& m = *impl_;
+  std::vector<std::unique_ptr<LiveSample>> prepared;
+  prepared.reserve(requests.size());
+  for (auto& [request, on_event] : requests) prepared.push_back(m.prepare(std::move(request), std::move(on_event)));
+  std::vector<uint64_t> ids;
+  ids.reserve(prepared.size());
+  {
+    std::lock_guard lock(m.mutex);
+    if (m.stopping) throw EngineUnavailable("the engine is shutting down");
+    for (auto& r : prepared) ids.push_back(m.enqueue_locked(std::move(r)));
+  }
+  m.wake.notify_one();
+  return ids;
 }
 
 void Engine::cancel(uint64_t request_id) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -104,6 +105,11 @@ class Engine {
   // own request with FinishReason::Error (a throw on the Finished event is reported and dropped); the engine
   // goes on.
   uint64_t submit(Request request, EventCallback on_event);
+  // Queues several requests as one arrival: the step loop takes all of them in the same step, as an offline
+  // batch job hands them over (submitted one by one, a static batch could form from the first few while the
+  // rest were still coming). Every request is checked first: if one throws InvalidRequest, none is queued.
+  // Returns their ids, in order.
+  std::vector<uint64_t> submit_all(std::vector<std::pair<Request, EventCallback>> requests);
   // Ends a request at the next step with FinishReason::Cancelled; its KV blocks are freed then. Unknown or
   // finished ids are ignored. Submits and cancels take effect in the order they were made.
   void cancel(uint64_t request_id);

@@ -363,6 +363,53 @@ TEST(Engine, StaticAndWindowPoliciesGiveTheSameGreedyResults) {
   }
 }
 
+// submit_all hands the engine one arrival: a static batch forms from all of them, whatever the step thread was
+// doing; and a batch with a request that can never run is refused whole.
+TEST(Engine, SubmitAllIsOneArrival) {
+  EngineOptions o = small_options();
+  o.scheduling.policy = SchedulingPolicy::Static;
+  o.scheduling.max_seqs = 4;
+  for (int round = 0; round < 20; ++round) {
+    Engine engine(model(), o);
+    std::mutex mutex;
+    std::vector<int64_t> seqs_per_step;
+    engine.set_step_observer([&](const StepStats& st) {
+      std::lock_guard lock(mutex);
+      seqs_per_step.push_back(st.n_seqs);
+    });
+    std::vector<std::unique_ptr<Collector>> collectors;
+    std::vector<std::pair<Request, EventCallback>> batch;
+    for (int i = 0; i < 4; ++i) {
+      collectors.push_back(std::make_unique<Collector>());
+      batch.emplace_back(greedy_request(kPrompts[size_t(i)], 3 + i), collectors.back()->callback());
+    }
+    const std::vector<uint64_t> ids = engine.submit_all(std::move(batch));
+    ASSERT_EQ(ids.size(), 4u);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(int(collectors[size_t(i)]->wait().tokens.size()), 3 + i);
+    ASSERT_TRUE(engine.wait_idle(std::chrono::milliseconds(1000)));
+    // One static batch: a step per token of its longest member (6; the first comes with the prefill). The
+    // observer of the last step may still be running; the first step's ran before the second began.
+    EXPECT_EQ(engine.stats().n_steps, 6u) << "round " << round;
+    std::lock_guard lock(mutex);
+    ASSERT_FALSE(seqs_per_step.empty());
+    EXPECT_EQ(seqs_per_step.front(), 4) << "round " << round;
+  }
+
+  Engine engine(model(), small_options());
+  Collector fine;
+  std::vector<std::pair<Request, EventCallback>> batch;
+  batch.emplace_back(greedy_request(kPrompts[0], 4), fine.callback());
+  Request empty = greedy_request(kPrompts[1], 4);
+  empty.prompt.clear();
+  batch.emplace_back(empty, [](const StreamEvent&) { ADD_FAILURE() << "a refused batch ran"; });
+  EXPECT_THROW(engine.submit_all(std::move(batch)), InvalidRequest);
+  EXPECT_TRUE(engine.wait_idle(std::chrono::milliseconds(1000)));
+  EXPECT_EQ(engine.stats().n_steps, 0u);
+  EXPECT_EQ(engine.stats().n_waiting, 0);
+  EXPECT_EQ(fine.n_tokens(), 0u);
+  expect_no_leaks(engine);
+}
+
 TEST(Engine, SeededSamplingIsReproducibleAcrossBatches) {
   Request r = greedy_request("Once upon a time", 40);
   r.sampling.temperature = 0.9f;
