@@ -6,9 +6,57 @@
 
 #include <cstdio>
 
+#include "bench/batching_bound.h"
+#include "bench/model_bench.h"
+#include "bench/roofline.h"
 #include "commands.h"
 
 namespace tessera {
+namespace {
+
+// This machine's limits, probed before and after the runs: the best probe is the limit (other work on a shared
+// machine only slows a probe down).
+struct MachineLimits {
+  PeakProbes peaks;
+  ProbeSeries bandwidth_gbs;
+
+  void probe(int threads) {
+    ThreadPool pool(threads);
+    peaks.measure(pool, 3);
+    ReadBandwidthProbe probe(pool, size_t(1) << 30);
+    bandwidth_gbs.values.push_back(probe.measure_gbs(5));
+  }
+};
+
+// The workload's static and continuous schedules at the roofline of those limits.
+struct RooflineComparison {
+  double bandwidth_gbs = 0, peak_gops = 0;
+  bool int8 = false;
+  PolicySchedule static_schedule, continuous_schedule;
+  double ratio() const { return static_schedule.seconds / continuous_schedule.seconds; }
+  double steps_ratio() const { return double(static_schedule.steps) / double(continuous_schedule.steps); }
+};
+
+RooflineComparison roofline_comparison(const Model& model, const OfflineBenchOptions& b, const MachineLimits& limits) {
+  RooflineComparison r;
+  r.bandwidth_gbs = limits.bandwidth_gbs.best();
+  r.int8 = computes_in_int8(model.weights().layers.at(0).w_gate.type);
+  r.peak_gops = r.int8 ? limits.peaks.int8_gops.best() : limits.peaks.fp32_gflops.best();
+  const WeightMatrix& head = model.weights().output;
+  RooflineStepCost cost;
+  cost.floor_seconds = double(model.weight_bytes()) / (r.bandwidth_gbs * 1e9);
+  cost.seconds_per_token = 2.0 * double(layer_matmul_elements(model)) / (r.peak_gops * 1e9);
+  cost.seconds_per_logits_row = 2.0 * double(head.n_out) * double(head.n_in) / (r.peak_gops * 1e9);
+  const BatchingWorkload w{.prompt_tokens = b.prompt_tokens,
+                           .output_tokens = offline_output_lengths(model, b),
+                           .max_seqs = b.engine.scheduling.max_seqs,
+                           .max_batched_tokens = b.engine.scheduling.max_batched_tokens};
+  r.static_schedule = schedule_workload(SchedulingPolicy::Static, w, cost);
+  r.continuous_schedule = schedule_workload(SchedulingPolicy::Continuous, w, cost);
+  return r;
+}
+
+}  // namespace
 
 void add_offline_bench_options(CLI::App* cmd, OfflineBenchCli& o) {
   cmd->add_flag("--offline", o.enabled, "compare batching policies on a batch of requests instead of kernel speeds");
@@ -59,8 +107,11 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
                 (long long)b.engine.scheduling.max_seqs, (long long)b.engine.scheduling.max_batched_tokens);
     std::fflush(stdout);
   }
+  MachineLimits limits;
+  limits.probe(threads);
   const auto results = run_offline_bench(model, b);
   const DecodeScalingResult scaling = run_decode_scaling(model, b);
+  limits.probe(threads);
 
   const OfflineModeResult* stat = nullptr;
   const OfflineModeResult* cont = nullptr;
@@ -70,6 +121,7 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
   }
   const double speedup = stat && cont && stat->output_tokens_per_s > 0
                              ? cont->output_tokens_per_s / stat->output_tokens_per_s : 0.0;
+  const RooflineComparison roofline = roofline_comparison(*model, b, limits);
   if (json) {
     nlohmann::json doc;
     doc["model"] = model->name();
@@ -96,12 +148,22 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
                               {"peak_running", r.peak_running},
                               {"contiguous_kv_bytes", r.contiguous_kv_bytes},
                               {"preemptions", r.preemptions},
+                              {"steps", r.steps},
                               {"spec_acceptance", r.spec_acceptance},
                               {"spec_tokens_per_verification", r.spec_tokens_per_verification},
                               {"spec_drafts", r.spec_drafts},
                               {"spec_steps_off", r.spec_steps_off}});
     }
     doc["continuous_vs_static_output_tokens"] = speedup;
+    doc["roofline"] = {{"bandwidth_gbs", roofline.bandwidth_gbs},
+                       {"peak_gops", roofline.peak_gops},
+                       {"peak_kind", roofline.int8 ? "int8" : "fp32"},
+                       {"static_seconds", roofline.static_schedule.seconds},
+                       {"continuous_seconds", roofline.continuous_schedule.seconds},
+                       {"continuous_vs_static", roofline.ratio()},
+                       {"static_steps", roofline.static_schedule.steps},
+                       {"continuous_steps", roofline.continuous_schedule.steps},
+                       {"continuous_vs_static_steps", roofline.steps_ratio()}};
     doc["decode_scaling"] = {{"sequences", scaling.n_sequences},
                              {"single_tokens_per_s", scaling.single_tokens_per_s},
                              {"batched_tokens_per_s", scaling.batched_tokens_per_s},
@@ -109,15 +171,22 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
   }
-  std::printf("\n%-15s %9s %10s %9s %9s %9s %9s %9s %11s %11s %11s\n", "mode", "req/s", "out tok/s", "lat mean",
-              "lat p50", "lat p99", "ttft p50", "ttft p99", "peak KV MB", "held KV MB", "contig. MB");
+  std::printf("\n%-15s %9s %10s %9s %9s %9s %9s %9s %11s %11s %11s %7s\n", "mode", "req/s", "out tok/s", "lat mean",
+              "lat p50", "lat p99", "ttft p50", "ttft p99", "peak KV MB", "held KV MB", "contig. MB", "steps");
   for (const auto& r : results) {
-    std::printf("%-15s %9.2f %10.1f %8.2fs %8.2fs %8.2fs %8.2fs %8.2fs %11.1f %11.1f %11.1f\n", r.mode.c_str(),
+    std::printf("%-15s %9.2f %10.1f %8.2fs %8.2fs %8.2fs %8.2fs %8.2fs %11.1f %11.1f %11.1f %7llu\n", r.mode.c_str(),
                 r.requests_per_s, r.output_tokens_per_s, r.latency_s.mean, r.latency_s.p50, r.latency_s.p99,
                 r.ttft_s.p50, r.ttft_s.p99, double(r.peak_kv_bytes) / 1048576.0,
-                double(r.peak_kv_held_bytes) / 1048576.0, double(r.contiguous_kv_bytes) / 1048576.0);
+                double(r.peak_kv_held_bytes) / 1048576.0, double(r.contiguous_kv_bytes) / 1048576.0,
+                (unsigned long long)r.steps);
   }
   std::printf("\ncontinuous / static output tokens/s: %.2fx (target >= 1.5x)\n", speedup);
+  std::printf("the same workload at this machine's roofline (a step: max(weights at %.1f GB/s, tokens at %.0f %s/s)): "
+              "static %.3g s, continuous %.3g s: %.2fx; with compute free, %lld against %lld weight reads: %.2fx\n",
+              roofline.bandwidth_gbs, roofline.peak_gops, roofline.int8 ? "GOP" : "GFLOP",
+              roofline.static_schedule.seconds, roofline.continuous_schedule.seconds, roofline.ratio(),
+              (long long)roofline.static_schedule.steps, (long long)roofline.continuous_schedule.steps,
+              roofline.steps_ratio());
   for (const auto& r : results) {
     if (r.mode != "continuous+spec" || cont == nullptr) continue;
     std::printf("speculative (%s, k=%lld): %.3fx the output tokens/s of continuous without it (target >= 0.95x); "

@@ -58,12 +58,6 @@ std::string cpu_model_name() {
   return "unknown";
 }
 
-// Types whose matmuls run as int8 dot products (activations quantized on the fly); the rest use fp32 FMA.
-bool computes_in_int8(TensorType type) {
-  return type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16 &&
-         type != TensorType::FP8_E4M3;  // weight-only: widened to fp32
-}
-
 void progress(const std::string& what) { std::fprintf(stderr, "bench: %s\n", what.c_str()); }
 
 struct LoadedModel {

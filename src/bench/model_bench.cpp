@@ -170,4 +170,9 @@ uint64_t layer_matmul_elements(const Model& model) {
   return total;
 }
 
+bool computes_in_int8(TensorType type) {
+  return type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16 &&
+         type != TensorType::FP8_E4M3;  // weight-only: widened to fp32
+}
+
 }  // namespace tessera

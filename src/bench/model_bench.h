@@ -52,4 +52,7 @@ VerifyCost measure_verify_cost(std::shared_ptr<const Model> model, ThreadPool& p
 // last prompt token only). Attention scores are not counted.
 uint64_t layer_matmul_elements(const Model& model);
 
+// Types whose matmuls run as int8 dot products (activations quantized on the fly); the rest use fp32 FMA.
+bool computes_in_int8(TensorType type);
+
 }  // namespace tessera

@@ -54,6 +54,7 @@ struct OfflineModeResult {
   int64_t peak_running = 0;
   uint64_t contiguous_kv_bytes = 0;  // contiguous caches of the full context for the same number of sequences
   uint64_t preemptions = 0;
+  uint64_t steps = 0;                // forward passes the engine ran
   // With speculative decoding (the mode "continuous+spec"): acceptance, tokens per verification, and the steps
   // where the cost model turned it off.
   double spec_acceptance = 0;
@@ -71,6 +72,8 @@ struct DecodeScalingResult {
 
 std::vector<OfflineModeResult> run_offline_bench(const std::shared_ptr<const Model>& model,
                                                  const OfflineBenchOptions& options);
+// The output lengths run_offline_bench's workload draws, in arrival order.
+std::vector<int> offline_output_lengths(const Model& model, const OfflineBenchOptions& options);
 DecodeScalingResult run_decode_scaling(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& options);
 
 }  // namespace tessera

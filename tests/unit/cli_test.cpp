@@ -8,6 +8,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_runner.h"
 #include "core/kv_type.h"
 #include "test_paths.h"
@@ -134,6 +136,33 @@ TEST(Cli, KvCacheLargerThanMemoryIsRefused) {
       << bench.err;
   expect_clean_error(run_tessera("serve -m " + model + " --port 0 --kv-blocks 100000000000"),
                      "and the KV cache for --kv-blocks 100000000000");
+}
+
+// The offline comparison prints, beside what it measured, the same workload's static and continuous schedules at
+// the roofline of this machine's limits, probed in the same run.
+TEST(Cli, OfflineBenchReportsTheWorkloadsRoofline) {
+  const std::string model = source_path("models/stories260K.gguf");
+  const CommandResult r = run_tessera("bench -m " + model + " --offline --json --requests 8 --prompt-tokens 8 "
+                                      "--min-output 1 --max-output 32 --max-seqs 2 --scaling-seqs 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& roof = doc.at("roofline");
+  EXPECT_GT(roof.at("bandwidth_gbs").get<double>(), 0.0);
+  EXPECT_GT(roof.at("peak_gops").get<double>(), 0.0);
+  EXPECT_EQ(roof.at("peak_kind"), "fp32");  // stories260K's weights are f32
+  // Four waves of two, each held by its longer output, against two slots kept full: with these lengths (the
+  // workload's seed) static takes 66 steps and continuous 51.
+  const auto static_steps = roof.at("static_steps").get<int64_t>();
+  const auto continuous_steps = roof.at("continuous_steps").get<int64_t>();
+  EXPECT_EQ(static_steps, 66);
+  EXPECT_EQ(continuous_steps, 51);
+  EXPECT_DOUBLE_EQ(roof.at("continuous_vs_static_steps").get<double>(), double(static_steps) / double(continuous_steps));
+  EXPECT_GT(roof.at("static_seconds").get<double>(), roof.at("continuous_seconds").get<double>());
+  // The engine ran the steps the roofline schedules: the requests arrived as one, and the pool held them all.
+  for (const auto& mode : doc.at("modes")) {
+    if (mode.at("mode") == "static") EXPECT_EQ(mode.at("steps").get<int64_t>(), static_steps);
+    if (mode.at("mode") == "continuous") EXPECT_EQ(mode.at("steps").get<int64_t>(), continuous_steps);
+  }
 }
 
 // Regression: a calibration text without --method was ignored in silence (RTN). For INT4 it now picks GPTQ and

@@ -1,0 +1,67 @@
+#include "bench/batching_bound.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+
+#include "core/check.h"
+
+namespace tessera {
+
+double RooflineStepCost::step_seconds(int64_t n_tokens, int64_t n_logits) const {
+  return std::max(floor_seconds, double(n_tokens) * seconds_per_token + double(n_logits) * seconds_per_logits_row);
+}
+
+PolicySchedule schedule_workload(SchedulingPolicy policy, const BatchingWorkload& w, const RooflineStepCost& cost) {
+  TESSERA_CHECK(w.prompt_tokens > 0 && w.max_seqs > 0 && w.max_batched_tokens > 0);
+  constexpr int64_t kBlockSize = 16;
+  int64_t n_blocks = 0;
+  for (int out : w.output_tokens) {
+    TESSERA_CHECK(out > 0);
+    n_blocks += (w.prompt_tokens + out + kBlockSize - 1) / kBlockSize;
+  }
+  BlockManager blocks(std::max<int64_t>(n_blocks, 1), kBlockSize, /*prefix_caching=*/false);
+  SchedulerOptions options;
+  options.policy = policy;
+  options.max_seqs = w.max_seqs;
+  options.max_batched_tokens = w.max_batched_tokens;
+  options.batch_size = std::min<int64_t>(options.batch_size, w.max_seqs);
+  Scheduler scheduler(blocks, options);
+
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start{};
+  auto clock_at = [&](double seconds) {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  std::deque<Sequence> sequences;  // stable addresses for the scheduler
+  for (size_t i = 0; i < w.output_tokens.size(); ++i) {
+    Sequence& seq = sequences.emplace_back();
+    seq.id = seq.arrival = i;
+    seq.tokens.assign(size_t(w.prompt_tokens), 1);
+    seq.n_prompt = w.prompt_tokens;
+    seq.max_len = w.prompt_tokens + w.output_tokens[i];
+    scheduler.add(&seq, start);
+  }
+
+  PolicySchedule s;
+  while (scheduler.n_waiting() + scheduler.n_running() > 0) {
+    const StepPlan plan = scheduler.schedule(clock_at(s.seconds));
+    if (plan.empty()) {  // Window waiting for its batch: time passes, no step
+      TESSERA_CHECK(scheduler.wake_deadline() != Clock::time_point::max());
+      s.seconds = std::chrono::duration<double>(scheduler.wake_deadline() - start).count();
+      continue;
+    }
+    ++s.steps;
+    s.seconds += cost.step_seconds(plan.n_tokens, plan.n_logits);
+    for (const ScheduledChunk& chunk : plan.chunks) {
+      Sequence* seq = chunk.seq;
+      scheduler.on_computed(seq, chunk.n_tokens);
+      if (!chunk.completes) continue;
+      seq->tokens.push_back(1);  // the sampled token: its value does not change the schedule
+      if (int64_t(seq->tokens.size()) >= seq->max_len) scheduler.remove(seq);
+    }
+  }
+  return s;
+}
+
+}  // namespace tessera
