@@ -50,7 +50,8 @@ RooflineComparison roofline_comparison(const Model& model, const OfflineBenchOpt
   const BatchingWorkload w{.prompt_tokens = b.prompt_tokens,
                            .output_tokens = offline_output_lengths(model, b),
                            .max_seqs = b.engine.scheduling.max_seqs,
-                           .max_batched_tokens = b.engine.scheduling.max_batched_tokens};
+                           .max_batched_tokens = b.engine.scheduling.max_batched_tokens,
+                           .n_ctx = b.engine.n_ctx > 0 ? b.engine.n_ctx : model.config().n_ctx_train};
   r.static_schedule = schedule_workload(SchedulingPolicy::Static, w, cost);
   r.continuous_schedule = schedule_workload(SchedulingPolicy::Continuous, w, cost);
   return r;

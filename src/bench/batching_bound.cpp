@@ -15,10 +15,15 @@ double RooflineStepCost::step_seconds(int64_t n_tokens, int64_t n_logits) const 
 PolicySchedule schedule_workload(SchedulingPolicy policy, const BatchingWorkload& w, const RooflineStepCost& cost) {
   TESSERA_CHECK(w.prompt_tokens > 0 && w.max_seqs > 0 && w.max_batched_tokens > 0);
   constexpr int64_t kBlockSize = 16;
+  TESSERA_CHECK(w.n_ctx == 0 || w.n_ctx > w.prompt_tokens);
+  auto max_len = [&](int out) {
+    const int64_t len = int64_t(w.prompt_tokens) + out;
+    return w.n_ctx > 0 ? std::min(len, w.n_ctx) : len;
+  };
   int64_t n_blocks = 0;
   for (int out : w.output_tokens) {
     TESSERA_CHECK(out > 0);
-    n_blocks += (w.prompt_tokens + out + kBlockSize - 1) / kBlockSize;
+    n_blocks += (max_len(out) + kBlockSize - 1) / kBlockSize;
   }
   BlockManager blocks(std::max<int64_t>(n_blocks, 1), kBlockSize, /*prefix_caching=*/false);
   SchedulerOptions options;
@@ -39,7 +44,7 @@ PolicySchedule schedule_workload(SchedulingPolicy policy, const BatchingWorkload
     seq.id = seq.arrival = i;
     seq.tokens.assign(size_t(w.prompt_tokens), 1);
     seq.n_prompt = w.prompt_tokens;
-    seq.max_len = w.prompt_tokens + w.output_tokens[i];
+    seq.max_len = max_len(w.output_tokens[i]);
     scheduler.add(&seq, start);
   }
 

@@ -18,6 +18,7 @@ struct BatchingWorkload {
   std::vector<int> output_tokens;  // per request, in arrival order (all arrive at once)
   int64_t max_seqs = 0;            // sequence slots (the static batch size)
   int64_t max_batched_tokens = 0;  // token budget of a step
+  int64_t n_ctx = 0;               // a sequence ends at this many tokens, prompt included (0: no limit)
 };
 
 // The roofline of one step: floor_seconds is the weight read, and each token costs its multiply-adds at the

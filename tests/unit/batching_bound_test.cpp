@@ -34,6 +34,14 @@ TEST(BatchingBound, PromptsAreChunkedByTheTokenBudget) {
   }
 }
 
+TEST(BatchingBound, SequencesEndAtTheContext) {
+  // A context of 6 holds a 2-token prompt and 4 outputs: the request that asks for 9 ends after 4, as the
+  // engine ends it (Length).
+  const BatchingWorkload w{
+      .prompt_tokens = 2, .output_tokens = {9}, .max_seqs = 1, .max_batched_tokens = 64, .n_ctx = 6};
+  EXPECT_EQ(schedule_workload(SchedulingPolicy::Continuous, w, kOneSecondPerStep).steps, 4);
+}
+
 TEST(BatchingBound, AStepCostsTheLargerOfTheWeightReadAndItsTokens) {
   const RooflineStepCost c{.floor_seconds = 0.025, .seconds_per_token = 0.001, .seconds_per_logits_row = 0.0005};
   EXPECT_DOUBLE_EQ(c.step_seconds(1, 1), 0.025);
