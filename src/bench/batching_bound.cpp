@@ -20,12 +20,14 @@ PolicySchedule schedule_workload(SchedulingPolicy policy, const BatchingWorkload
     const int64_t len = int64_t(w.prompt_tokens) + out;
     return w.n_ctx > 0 ? std::min(len, w.n_ctx) : len;
   };
-  int64_t n_blocks = 0;
+  // Only running sequences hold blocks (no prefix cache): max_seqs of the longest never run short.
+  int64_t longest = 1;
   for (int out : w.output_tokens) {
     TESSERA_CHECK(out > 0);
-    n_blocks += (max_len(out) + kBlockSize - 1) / kBlockSize;
+    longest = std::max(longest, max_len(out));
   }
-  BlockManager blocks(std::max<int64_t>(n_blocks, 1), kBlockSize, /*prefix_caching=*/false);
+  const auto n_running = std::min<int64_t>(w.max_seqs, std::max<int64_t>(int64_t(w.output_tokens.size()), 1));
+  BlockManager blocks(n_running * ((longest + kBlockSize - 1) / kBlockSize), kBlockSize, /*prefix_caching=*/false);
   SchedulerOptions options;
   options.policy = policy;
   options.max_seqs = w.max_seqs;

@@ -36,7 +36,7 @@ struct PolicySchedule {
 };
 
 // The steps the real Scheduler plans for the workload under `policy` (all requests arrive at once, the KV pool
-// holds every sequence whole, so nothing is preempted): a completing chunk yields one output token, and a
+// holds every running sequence whole, so nothing is preempted): a completing chunk yields one output token, and a
 // request leaves once it has all of them. The clock is the roofline cost of the steps so far (Window's wait
 // for a batch to fill passes on it without a step).
 PolicySchedule schedule_workload(SchedulingPolicy policy, const BatchingWorkload& workload,
