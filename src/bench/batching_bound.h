@@ -1,9 +1,9 @@
-// What a batching workload allows on a machine, whatever the kernels: the steps that the static and continuous
-// policies give `tessera bench --offline`'s workload, each costed by the roofline of the machine's measured
-// limits. A step reads every weight once and multiplies its tokens, so it takes at least
-// max(weight bytes / bandwidth, ops / peak). Kernels at 100 % of both limits would run each policy in that time;
-// the ratio of the two times bounds the continuous/static figure the benchmark can show on this machine, and
-// the ratio of the step counts bounds it on any machine (compute free, one weight read per step).
+// What a batching workload allows on a machine: the steps that the static and continuous policies give
+// `tessera bench --offline`'s workload, each costed by the roofline of the machine's measured limits. A step
+// reads every weight once and multiplies its tokens, so it takes at least max(weight bytes / bandwidth,
+// ops / peak). Kernels at 100 % of both limits would run each policy in that time: the ratio of the two times is
+// the continuous/static figure such kernels would show here, and the ratio of the step counts the figure with
+// compute free (one weight read per step). A measured ratio above them points at interference, not at a win.
 #pragma once
 
 #include <cstdint>
