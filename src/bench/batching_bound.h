@@ -3,7 +3,8 @@
 // reads every weight once and multiplies its tokens, so it takes at least max(weight bytes / bandwidth,
 // ops / peak). Kernels at 100 % of both limits would run each policy in that time: the ratio of the two times is
 // the continuous/static figure such kernels would show here, and the ratio of the step counts the figure with
-// compute free (one weight read per step). A measured ratio above them points at interference, not at a win.
+// compute free (one weight read per step). Not a bound on a measurement: kernels below the limits can measure
+// above it, when their small-batch steps (memory-bound) run closer to their limit than their large ones.
 #pragma once
 
 #include <cstdint>
