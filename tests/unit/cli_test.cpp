@@ -160,8 +160,12 @@ TEST(Cli, OfflineBenchReportsTheWorkloadsRoofline) {
   EXPECT_GT(roof.at("static_seconds").get<double>(), roof.at("continuous_seconds").get<double>());
   // The engine ran the steps the roofline schedules: the requests arrived as one, and the pool held them all.
   for (const auto& mode : doc.at("modes")) {
-    if (mode.at("mode") == "static") EXPECT_EQ(mode.at("steps").get<int64_t>(), static_steps);
-    if (mode.at("mode") == "continuous") EXPECT_EQ(mode.at("steps").get<int64_t>(), continuous_steps);
+    if (mode.at("mode") == "static") {
+      EXPECT_EQ(mode.at("steps").get<int64_t>(), static_steps);
+    }
+    if (mode.at("mode") == "continuous") {
+      EXPECT_EQ(mode.at("steps").get<int64_t>(), continuous_steps);
+    }
   }
 }
 

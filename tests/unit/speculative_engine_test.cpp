@@ -203,7 +203,9 @@ TEST(Speculative, MixedBatchesAreBitIdenticalToPlainDecoding) {
     }
     const EngineStats s = engine.stats();
     EXPECT_GT(s.n_spec_drafts, 0u) << "trial " << trial;
-    if (trial % 3 == 0) EXPECT_GT(s.n_preemptions, 0u) << "trial " << trial;
+    if (trial % 3 == 0) {
+      EXPECT_GT(s.n_preemptions, 0u) << "trial " << trial;
+    }
     expect_no_leaks(engine);
     EXPECT_EQ(engine.stats().spec_kv_blocks_used, 0) << "trial " << trial;
   }
