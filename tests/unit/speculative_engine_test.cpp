@@ -104,7 +104,7 @@ TEST(Speculative, ConstrainedRequestsSpeculateAgainstTheirMask) {
     EngineOptions with = small_options();
     with.speculative = spec;
     uint64_t drafts = 0, accepted = 0;
-    for (const std::string& prompt : {"Once upon a time", "Tom had a red ball", "One day"}) {
+    for (const char* prompt : {"Once upon a time", "Tom had a red ball", "One day"}) {
       Request r = greedy_request(prompt, 200);
       r.constraint = constraint;
       const Outcome plain = run_alone(r);
