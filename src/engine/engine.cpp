@@ -741,8 +741,7 @@ std::vector<uint64_t> Engine::submit_all(std::vector<std::pair<Request, EventCal
   std::vector<uint64_t> ids;
   ids.reserve(prepared.size());
   {
-    std::lock_guard lock(m.mutex);
-    if (m.stopping) throw EngineUnavailable("the engine is shutting down");
+    std::lock_guard lock(m.mutex);  // `stopping` cannot change under it: the first enqueue throws, or none does
     for (auto& r : prepared) ids.push_back(m.enqueue_locked(std::move(r)));
   }
   m.wake.notify_one();
