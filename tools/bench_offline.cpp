@@ -42,11 +42,7 @@ RooflineComparison roofline_comparison(const Model& model, const OfflineBenchOpt
   r.bandwidth_gbs = limits.bandwidth_gbs.best();
   r.int8 = computes_in_int8(model.weights().layers.at(0).w_gate.type);
   r.peak_gops = r.int8 ? limits.peaks.int8_gops.best() : limits.peaks.fp32_gflops.best();
-  const WeightMatrix& head = model.weights().output;
-  RooflineStepCost cost;
-  cost.floor_seconds = double(model.weight_bytes()) / (r.bandwidth_gbs * 1e9);
-  cost.seconds_per_token = 2.0 * double(layer_matmul_elements(model)) / (r.peak_gops * 1e9);
-  cost.seconds_per_logits_row = 2.0 * double(head.n_out) * double(head.n_in) / (r.peak_gops * 1e9);
+  const RooflineStepCost cost = roofline_step_cost(model, r.bandwidth_gbs, r.peak_gops);
   const BatchingWorkload w{.prompt_tokens = b.prompt_tokens,
                            .output_tokens = offline_output_lengths(model, b),
                            .max_seqs = b.engine.scheduling.max_seqs,

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/batching_bound.h"
 #include "bench/model_bench.h"
 #include "bench/process_memory.h"
 #include "bench/roofline.h"
@@ -186,10 +187,8 @@ int bench(const BenchOptions& o) {
   const double speedup16 = decode[16].tokens_per_s / decode[1].tokens_per_s;
   // What the roofline allows at batch 16: a step streams the weights once (bandwidth) and does 16 tokens of
   // multiply-adds (peak); the speedup over batch 1 cannot exceed their ratio.
-  const double ops_per_token = 2.0 * double(layer_matmul_elements(*model) + uint64_t(model->weights().output.n_out) *
-                                                                               uint64_t(model->weights().output.n_in));
-  const double step16_s = std::max(double(weight_bytes) / (bandwidth * 1e9), 16 * ops_per_token / (peak * 1e9));
-  const double speedup16_bound = 16.0 / step16_s / (bandwidth * 1e9 / double(weight_bytes));
+  const RooflineStepCost step_cost = roofline_step_cost(*model, bandwidth, peak);
+  const double speedup16_bound = 16.0 * step_cost.floor_seconds / step_cost.step_seconds(16, 16);
   const double resident_ratio = double(resident_weights) / double(tensor_bytes);
   const double bandwidth_target = int8 ? 0.80 : 0.70;  // fp16/bf16/f32 kernels also convert every weight
 

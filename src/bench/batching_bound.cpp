@@ -4,12 +4,22 @@
 #include <chrono>
 #include <deque>
 
+#include "bench/model_bench.h"
 #include "core/check.h"
 
 namespace tessera {
 
 double RooflineStepCost::step_seconds(int64_t n_tokens, int64_t n_logits) const {
   return std::max(floor_seconds, double(n_tokens) * seconds_per_token + double(n_logits) * seconds_per_logits_row);
+}
+
+RooflineStepCost roofline_step_cost(const Model& model, double bandwidth_gbs, double peak_gops) {
+  const WeightMatrix& head = model.weights().output;
+  RooflineStepCost cost;
+  cost.floor_seconds = double(model.weight_bytes()) / (bandwidth_gbs * 1e9);
+  cost.seconds_per_token = 2.0 * double(layer_matmul_elements(model)) / (peak_gops * 1e9);
+  cost.seconds_per_logits_row = 2.0 * double(head.n_out) * double(head.n_in) / (peak_gops * 1e9);
+  return cost;
 }
 
 PolicySchedule schedule_workload(SchedulingPolicy policy, const BatchingWorkload& w, const RooflineStepCost& cost) {

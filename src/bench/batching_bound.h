@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/model.h"
 #include "sched/scheduler.h"
 
 namespace tessera {
@@ -30,6 +31,10 @@ struct RooflineStepCost {
   double seconds_per_logits_row = 0;
   double step_seconds(int64_t n_tokens, int64_t n_logits) const;
 };
+
+// A model's step at these limits: its weight bytes at `bandwidth_gbs`, its layer and output-head multiply-adds
+// at `peak_gops` (int8 or fp32, whichever its kernels compute in).
+RooflineStepCost roofline_step_cost(const Model& model, double bandwidth_gbs, double peak_gops);
 
 struct PolicySchedule {
   int64_t steps = 0;     // forward passes, each one read of the weights
