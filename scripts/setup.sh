@@ -15,6 +15,7 @@ test_packages=(
   prometheus  # promtool and a real Prometheus server for the /metrics and fleet end-to-end tests
   nginx       # the load balancer of the fleet tests (deploy/nginx), started by the tests as a plain process
   libdnnl-dev # oneDNN, for bench/onednn_compare only (optional: the build skips that benchmark without it)
+  ocl-icd-opencl-dev  # OpenCL headers and loader: Debian's oneDNN CMake config requires them (GPU runtime OpenCL)
 )
 
 case "${1:-}" in
