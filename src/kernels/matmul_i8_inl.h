@@ -114,6 +114,7 @@ struct I8Tile {
 
 // I8x8 for interleaved_rows: a wide family (8-token single-group tiles, 4-token pair tiles).
 struct I8x8Family {
+  static constexpr bool kPairs = true;
   static constexpr bool kWide = true;
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_i8x8<NT>(a, t0, group); }

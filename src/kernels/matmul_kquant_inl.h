@@ -252,6 +252,64 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
   static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
+// Q4_Kx8 for groups `group` and `group + 1` at once (16 rows, NT tokens): each activation broadcast serves both
+// groups' nibble vectors (one group takes a broadcast per vpmaddubsw). Every element runs tile_q4_kx8's
+// operations in the same order (int16 sums, widening, conversion, scale product, the two FMAs), so the bits
+// match whichever tile computes it.
+template <int NT>
+__attribute__((noinline, flatten)) void tile_q4_kx8_pair(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 1152;
+  const int64_t nsb = a.n_in / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const TileActs<NT> x(a, t0);
+  __m256 acc[2][NT];
+  static_for<2>([&](auto g) TESSERA_INLINE {
+    static_for<NT>([&](auto t) TESSERA_INLINE { acc[g][t] = _mm256_setzero_ps(); });
+  });
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk[2] = {group_block(a, group, sb, kBlockBytes), group_block(a, group + 1, sb, kBlockBytes)};
+    alignas(32) float dsc[2][8][8], dmn[2][8][8];
+    q4_kx8_scales(blk[0], dsc[0], dmn[0]);
+    q4_kx8_scales(blk[1], dsc[1], dmn[1]);
+    static_for<8>([&](auto j) TESSERA_INLINE {
+      constexpr int chunk = decltype(j)::value / 2;
+      constexpr bool high = decltype(j)::value % 2 == 1;
+      __m256i s16[2][NT];
+      static_for<2>([&](auto g) TESSERA_INLINE {
+        static_for<NT>([&](auto t) TESSERA_INLINE { s16[g][t] = _mm256_setzero_si256(); });
+      });
+      static_for<8>([&](auto u) TESSERA_INLINE {
+        __m256i q[2];
+        static_for<2>([&](auto g) TESSERA_INLINE {
+          const __m256i p = _mm256_loadu_si256((const __m256i*)(blk[g] + 128 + 32 * (8 * chunk + u)));
+          q[g] = high ? _mm256_and_si256(_mm256_srli_epi16(p, 4), low4) : _mm256_and_si256(p, low4);
+        });
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          const __m256i xv = broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u);
+          static_for<2>([&](auto g) TESSERA_INLINE {
+            s16[g][t] = _mm256_add_epi16(s16[g][t], _mm256_maddubs_epi16(q[g], xv));
+            keep_in_register(s16[g][t]);
+          });
+        });
+      });
+      const int64_t b = sb * 8 + j;
+      static_for<2>([&](auto g) TESSERA_INLINE {
+        const __m256 sc = _mm256_load_ps(dsc[g][j]), mn = _mm256_load_ps(dmn[g][j]);
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          const __m256 qx = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[g][t], ones));
+          acc[g][t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[g][t]);
+          acc[g][t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[g][t]);
+        });
+      });
+    });
+  }
+  static_for<2>([&](auto g) TESSERA_INLINE {
+    static_for<NT>([&](auto t) TESSERA_INLINE {
+      _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + (group + g) * 8, acc[g][t]);
+    });
+  });
+}
+
 // Q6_Kx8 (kernels/interleave.h), one group of 8 rows for NT tokens. value = d·sc_j·(q − 32) per 16-value
 // sub-block j, q in [0, 63] from a ql nibble and two qh bits. Vector (quarter Q, unit u) of half n holds values
 // 128n + 32Q + 4u..+3 of the 8 rows: ql unit 16n + 8(Q % 2) + u (nibble Q / 2) and qh unit 8n + u (bits 2Q,
@@ -340,13 +398,18 @@ struct Q6_KTile {
   static void run(const TileCtx& c) { tile_q6_k<NT, NR>(c); }
 };
 
-// Q4_Kx8 and Q6_Kx8 for interleaved_rows: tiles of up to 4 tokens, one group at a time.
+// Q4_Kx8 and Q6_Kx8 for interleaved_rows: tiles of up to 4 tokens, one group at a time, and for Q4_Kx8 4-token
+// pair tiles (two groups).
 struct Q4_Kx8Family {
+  static constexpr bool kPairs = true;
   static constexpr bool kWide = false;
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8<NT>(a, t0, group); }
+  template <int NT>
+  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8_pair<NT>(a, t0, group); }
 };
 struct Q6_Kx8Family {
+  static constexpr bool kPairs = false;
   static constexpr bool kWide = false;
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q6_kx8<NT>(a, t0, group); }

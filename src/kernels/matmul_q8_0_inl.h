@@ -67,6 +67,7 @@ __attribute__((noinline, flatten)) void tile_q8_0x8_pair(const MatmulArgs& a, in
 
 // Q8_0x8 for interleaved_rows: a wide family (8-token single-group tiles, 4-token pair tiles).
 struct Q8_0x8Family {
+  static constexpr bool kPairs = true;
   static constexpr bool kWide = true;
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q8_0x8<NT>(a, t0, group); }

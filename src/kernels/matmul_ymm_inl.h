@@ -210,9 +210,10 @@ struct TileActs {
 constexpr int kInterleavedTileTokens = 4;
 constexpr int kWideTileTokens = 8;
 
-// Wide families' batches go two groups (16 rows) by 4 tokens (Family::pair_tile): one activation broadcast per
-// two products. 512-token prefills ran 2-23 % faster at model level than with 8-token single-group tiles
-// (docs/performance.md).
+// Families with pair tiles (Q8_0x8, I8x8, Q4_0x8, Q4_Kx8) take batches two groups (16 rows) by 4 tokens
+// (Family::pair_tile): one activation broadcast per two products. 512-token prefills of Q8_0 and I8 ran 2-23 %
+// faster at model level than with 8-token single-group tiles; Q4_0x8 and Q4_Kx8 products of 16 and 512 tokens
+// 1.23-1.29x and 1.09-1.26x faster than with their 4-token single-group tiles (Zen 3, docs/performance.md).
 constexpr int kPairTileTokens = 4;
 
 // Tiles of 3, 2 or 1 tokens for the last tokens [t, te) of a block in group g. Family::tile<NT>(a, t0, group)
@@ -232,7 +233,7 @@ inline void remainder_tiles(const MatmulArgs& a, int64_t t, int64_t te, int64_t 
 // tiles. With all tokens in one pass, a long prompt's activations (2 MiB for 512 tokens of 2048) would stream
 // from L3 once per group: 512-token products ran ~8% slower than 32-token ones per token. Weights are re-read
 // once per block, from L3 for a matrix that fits there. Tiles give the same bits wherever they start.
-// Family: tile<NT>(a, t0, group) for NT ≤ 4 (and up to 8 if kWide), and if kWide, pair_tile<NT>(a, t0, group)
+// Family: tile<NT>(a, t0, group) for NT ≤ 4 (and up to 8 if kWide), and if kPairs, pair_tile<NT>(a, t0, group)
 // for groups `group` and `group + 1`.
 template <typename Family>
 void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
@@ -242,7 +243,7 @@ void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
     int64_t g = row_begin / 8;
-    if constexpr (kWide) {
+    if constexpr (Family::kPairs) {
       if (te - tb >= kPairTileTokens) {
         for (; g + 2 <= row_end / 8; g += 2) {
           int64_t t = tb;
