@@ -250,6 +250,7 @@ std::string error_body_message(std::string_view body) {
       if (e->is_string()) return *e;
     }
     if (const auto d = j.find("detail"); d != j.end()) return d->is_string() ? d->get<std::string>() : d->dump();
+    if (const auto m = j.find("message"); m != j.end() && m->is_string()) return *m;  // llama-server's stream errors
   }
   std::string text(body.substr(0, 200));
   std::replace_if(text.begin(), text.end(), [](char ch) { return ch == '\n' || ch == '\r'; }, ' ');

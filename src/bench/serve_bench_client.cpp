@@ -110,8 +110,11 @@ class Request : public std::enable_shared_from_this<Request> {
       const Clock::time_point now = Clock::now();
       sse_.feed(body);
       body.clear();
-      std::string data;
-      while (sse_.next(data)) {
+      server::SseEvent event;
+      while (sse_.next(event)) {
+        if (!event.error.empty())
+          return finish(FailureKind::StreamError, "error event: " + error_body_message(event.error));
+        const std::string& data = event.data;
         if (data.empty()) continue;  // a comment or keep-alive event
         if (data == "[DONE]") {
           result_.e2e_s = seconds_between(started_, now);

@@ -419,6 +419,17 @@ TEST(ServeBenchClient, FailureKinds) {
     EXPECT_NE(r.error.find("engine died"), std::string::npos) << r.error;
   }
   {
+    // llama-server (build of Feb 2025) when its KV cache fills mid-stream: an `error:` line, then [DONE] as
+    // usual. Counted as complete, such requests once lifted its output rate in a comparison run.
+    FakeServer s(std::string(kSseHeader) + "data: {\"choices\":[{\"text\":\"a\"}]}\n\n" +
+                     "error: {\"code\":500,\"message\":\"Input prompt is too big compared to KV size.\","
+                     "\"type\":\"server_error\"}\n\ndata: [DONE]\n\n",
+                 false);
+    const RequestResult r = one_request(s.port());
+    EXPECT_EQ(r.failure, FailureKind::StreamError);
+    EXPECT_EQ(r.error, "error event: Input prompt is too big compared to KV size.");
+  }
+  {
     FakeServer s(std::string(kSseHeader) + "data: {\"choices\":[{\"text\":\"a\"}]}\n\n", /*hang=*/true);
     const auto t0 = std::chrono::steady_clock::now();
     const RequestResult r = one_request(s.port(), 0.3);

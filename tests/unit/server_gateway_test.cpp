@@ -42,6 +42,27 @@ TEST(ServerSse, FramesAndParsesBack) {
   EXPECT_EQ(data, "x");
 }
 
+TEST(ServerSse, KeepsTheErrorsServersReportInAStream) {
+  SseParser p;
+  p.feed("error: {\"message\":\"full\"}\n\nevent: error\ndata: {\"detail\":\"x\"}\n\nevent: error\n\n"
+         "event: message\ndata: ok\n\nerrors: no\ndata:plain\n\n");
+  SseEvent e;
+  ASSERT_TRUE(p.next(e));
+  EXPECT_EQ(e.error, "{\"message\":\"full\"}");
+  EXPECT_EQ(e.data, "");
+  ASSERT_TRUE(p.next(e));
+  EXPECT_EQ(e.error, "{\"detail\":\"x\"}");
+  ASSERT_TRUE(p.next(e));
+  EXPECT_EQ(e.error, "error");
+  ASSERT_TRUE(p.next(e));
+  EXPECT_EQ(e.error, "");
+  EXPECT_EQ(e.data, "ok");
+  ASSERT_TRUE(p.next(e));
+  EXPECT_EQ(e.error, "");  // a field named "errors" is not "error"
+  EXPECT_EQ(e.data, "plain");
+  EXPECT_FALSE(p.next(e));
+}
+
 std::vector<ApiKey> plain_keys(std::initializer_list<const char*> keys) {
   std::vector<ApiKey> out;
   for (const char* k : keys) out.push_back(ApiKey{k, {}, 0, {}, {}, {}});
