@@ -208,92 +208,54 @@ TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], fl
   });
 }
 
-// Q4_Kx8 (kernels/interleave.h), one group of 8 rows for NT tokens. value = d·sc_j·q − dmin·m_j per 32-value
-// sub-block j, q in [0, 15]. Each super-block's scales are unpacked once for the NT tokens (q4_kx8_scales);
-// sub-block j is then Q4_0x8's scheme: 8 vectors of its nibbles (values 4u..4u+3 of the 8 rows) times those 4
-// activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480), widened once, and finished with one
-// FMA for the q·x part and one for the min part (the activations' block sum). The same operations for every
-// token whatever NT is (batch invariance). Its lambdas, and Q6_Kx8's, are marked always-inline: with bodies this
-// large `flatten` alone left Q6_Kx8's block loop out of line at 3-4 tokens, its accumulators in memory.
-template <int NT>
+// Q4_Kx8 (kernels/interleave.h), NG groups of 8 rows (1, or 2 from `group`) for NT tokens. value =
+// d·sc_j·q − dmin·m_j per 32-value sub-block j, q in [0, 15]. Each super-block's scales are unpacked once for the
+// NT tokens (q4_kx8_scales); sub-block j is then Q4_0x8's scheme: 8 vectors of its nibbles (values 4u..4u+3 of
+// the 8 rows) times those 4 activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480), widened
+// once, and finished with one FMA for the q·x part and one for the min part (the activations' block sum). With
+// two groups each broadcast serves both groups' vectors. The same operations for every (group, token) element
+// whatever NT and NG are (batch invariance). Its lambdas, and Q6_Kx8's, are marked always-inline: with bodies
+// this large `flatten` alone left Q6_Kx8's block loop out of line at 3-4 tokens, its accumulators in memory.
+template <int NT, int NG = 1>
 __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
   const int64_t nsb = a.n_in / 256;
   const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   const TileActs<NT> x(a, t0);
-  __m256 acc[NT];
-  static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = _mm256_setzero_ps(); });
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = group_block(a, group, sb, kBlockBytes);
-    alignas(32) float dsc[8][8], dmn[8][8];
-    q4_kx8_scales(blk, dsc, dmn);
-    static_for<8>([&](auto j) TESSERA_INLINE {
-      constexpr int chunk = decltype(j)::value / 2;
-      constexpr bool high = decltype(j)::value % 2 == 1;
-      __m256i s16[NT];
-      static_for<NT>([&](auto t) TESSERA_INLINE { s16[t] = _mm256_setzero_si256(); });
-      static_for<8>([&](auto u) TESSERA_INLINE {
-        const __m256i p = _mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * (8 * chunk + u)));
-        const __m256i q = high ? _mm256_and_si256(_mm256_srli_epi16(p, 4), low4) : _mm256_and_si256(p, low4);
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u)));
-          keep_in_register(s16[t]);
-        });
-      });
-      const __m256 sc = _mm256_load_ps(dsc[j]), mn = _mm256_load_ps(dmn[j]);
-      const int64_t b = sb * 8 + j;
-      static_for<NT>([&](auto t) TESSERA_INLINE {
-        const __m256 qx = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[t], ones));
-        acc[t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[t]);
-        acc[t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[t]);
-      });
-    });
-  }
-  static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
-}
-
-// Q4_Kx8 for groups `group` and `group + 1` at once (16 rows, NT tokens): each activation broadcast serves both
-// groups' nibble vectors (one group takes a broadcast per vpmaddubsw). Every element runs tile_q4_kx8's
-// operations in the same order (int16 sums, widening, conversion, scale product, the two FMAs), so the bits
-// match whichever tile computes it.
-template <int NT>
-__attribute__((noinline, flatten)) void tile_q4_kx8_pair(const MatmulArgs& a, int64_t t0, int64_t group) {
-  constexpr int kBlockBytes = 1152;
-  const int64_t nsb = a.n_in / 256;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-  const TileActs<NT> x(a, t0);
-  __m256 acc[2][NT];
-  static_for<2>([&](auto g) TESSERA_INLINE {
+  __m256 acc[NG][NT];
+  static_for<NG>([&](auto g) TESSERA_INLINE {
     static_for<NT>([&](auto t) TESSERA_INLINE { acc[g][t] = _mm256_setzero_ps(); });
   });
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk[2] = {group_block(a, group, sb, kBlockBytes), group_block(a, group + 1, sb, kBlockBytes)};
-    alignas(32) float dsc[2][8][8], dmn[2][8][8];
-    q4_kx8_scales(blk[0], dsc[0], dmn[0]);
-    q4_kx8_scales(blk[1], dsc[1], dmn[1]);
+    const uint8_t* blk[NG];
+    alignas(32) float dsc[NG][8][8], dmn[NG][8][8];
+    static_for<NG>([&](auto g) TESSERA_INLINE {
+      blk[g] = group_block(a, group + g, sb, kBlockBytes);
+      q4_kx8_scales(blk[g], dsc[g], dmn[g]);
+    });
     static_for<8>([&](auto j) TESSERA_INLINE {
       constexpr int chunk = decltype(j)::value / 2;
       constexpr bool high = decltype(j)::value % 2 == 1;
-      __m256i s16[2][NT];
-      static_for<2>([&](auto g) TESSERA_INLINE {
+      __m256i s16[NG][NT];
+      static_for<NG>([&](auto g) TESSERA_INLINE {
         static_for<NT>([&](auto t) TESSERA_INLINE { s16[g][t] = _mm256_setzero_si256(); });
       });
       static_for<8>([&](auto u) TESSERA_INLINE {
-        __m256i q[2];
-        static_for<2>([&](auto g) TESSERA_INLINE {
+        __m256i q[NG];
+        static_for<NG>([&](auto g) TESSERA_INLINE {
           const __m256i p = _mm256_loadu_si256((const __m256i*)(blk[g] + 128 + 32 * (8 * chunk + u)));
           q[g] = high ? _mm256_and_si256(_mm256_srli_epi16(p, 4), low4) : _mm256_and_si256(p, low4);
         });
         static_for<NT>([&](auto t) TESSERA_INLINE {
           const __m256i xv = broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u);
-          static_for<2>([&](auto g) TESSERA_INLINE {
+          static_for<NG>([&](auto g) TESSERA_INLINE {
             s16[g][t] = _mm256_add_epi16(s16[g][t], _mm256_maddubs_epi16(q[g], xv));
             keep_in_register(s16[g][t]);
           });
         });
       });
       const int64_t b = sb * 8 + j;
-      static_for<2>([&](auto g) TESSERA_INLINE {
+      static_for<NG>([&](auto g) TESSERA_INLINE {
         const __m256 sc = _mm256_load_ps(dsc[g][j]), mn = _mm256_load_ps(dmn[g][j]);
         static_for<NT>([&](auto t) TESSERA_INLINE {
           const __m256 qx = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[g][t], ones));
@@ -303,7 +265,7 @@ __attribute__((noinline, flatten)) void tile_q4_kx8_pair(const MatmulArgs& a, in
       });
     });
   }
-  static_for<2>([&](auto g) TESSERA_INLINE {
+  static_for<NG>([&](auto g) TESSERA_INLINE {
     static_for<NT>([&](auto t) TESSERA_INLINE {
       _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + (group + g) * 8, acc[g][t]);
     });
@@ -406,7 +368,7 @@ struct Q4_Kx8Family {
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8<NT>(a, t0, group); }
   template <int NT>
-  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8_pair<NT>(a, t0, group); }
+  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8<NT, 2>(a, t0, group); }
 };
 struct Q6_Kx8Family {
   static constexpr bool kPairs = false;

@@ -9,65 +9,31 @@
 namespace tessera::kernels {
 namespace {
 
-// Q4_0x8 (kernels/interleave.h), one group of 8 rows for NT tokens: each register holds 4 values of all 8
-// rows, so the rows' sums stay in separate int32 lanes and every block ends with one conversion and one FMA for
-// the 8 rows instead of one per row. Per block and token: vector Vj's low nibbles are values 4j..4j+3 and its
-// high nibbles 16+4j..16+4j+3 of each row, multiplied (vpmaddubsw) with those 4 activation bytes broadcast; the
-// eight products add up in int16 (each pair sum is at most 2·15·127, eight of them 30480 < 32767), and vpmaddwd
-// by 1 leaves row l's Σ q·x in lane l. The nibbles' offset of 8 is exact integer arithmetic: 8·Σx from the two
-// 16-value sums of the activations. Every token runs the same operations whatever NT is (batch invariance).
-template <int NT>
+// Q4_0x8 (kernels/interleave.h), NG groups of 8 rows (1, or 2 from `group`) for NT tokens: each register holds 4
+// values of all 8 rows, so the rows' sums stay in separate int32 lanes and every block ends with one conversion
+// and one FMA for the 8 rows instead of one per row. Per block and token: vector Vj's low nibbles are values
+// 4j..4j+3 and its high nibbles 16+4j..16+4j+3 of each row, multiplied (vpmaddubsw) with those 4 activation
+// bytes broadcast; the eight products add up in int16 (each pair sum is at most 2·15·127, eight of them
+// 30480 < 32767), and vpmaddwd by 1 leaves row l's Σ q·x in lane l. The nibbles' offset of 8 is exact integer
+// arithmetic: 8·Σx from the two 16-value sums of the activations. With two groups each broadcast serves both
+// groups' vectors. Every (group, token) element runs the same operations whatever NT and NG are (batch
+// invariance).
+template <int NT, int NG = 1>
 __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 144;  // 8 fp16 scales + 4 × 32 nibble bytes
   const int64_t nb = a.n_in / 32;
   const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), eights = _mm256_set1_epi16(8);
   const TileActs<NT> x(a, t0);
-  __m256 acc[NT];
-  static_for<NT>([&](auto t) { acc[t] = _mm256_setzero_ps(); });
+  __m256 acc[NG][NT];
+  static_for<NG>([&](auto g) { static_for<NT>([&](auto t) { acc[g][t] = _mm256_setzero_ps(); }); });
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = group_block(a, group, b, kBlockBytes);
-    __m256i s16[NT];
-    static_for<NT>([&](auto t) { s16[t] = _mm256_setzero_si256(); });
+    const uint8_t* blk[NG];
+    static_for<NG>([&](auto g) { blk[g] = group_block(a, group + g, b, kBlockBytes); });
+    __m256i s16[NG][NT];
+    static_for<NG>([&](auto g) { static_for<NT>([&](auto t) { s16[g][t] = _mm256_setzero_si256(); }); });
     static_for<4>([&](auto j) {
-      const __m256i p = _mm256_loadu_si256((const __m256i*)(blk + 16 + 32 * j));
-      const __m256i lo = _mm256_and_si256(p, low4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
-      static_for<NT>([&](auto t) {
-        const int8_t* xb = x.q[t] + b * 32;
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, broadcast32(xb + 4 * j)));
-        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, broadcast32(xb + 16 + 4 * j)));
-        keep_in_register(s16[t]);
-      });
-    });
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
-    static_for<NT>([&](auto t) {
-      const __m256i offset = _mm256_madd_epi16(broadcast32(x.sum16[t] + 2 * b), eights);
-      const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(s16[t], ones), offset);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_broadcast_ss(x.scale[t] + b)), acc[t]);
-    });
-  }
-  static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
-}
-
-// Q4_0x8 for groups `group` and `group + 1` at once (16 rows, NT tokens): each activation broadcast serves both
-// groups' nibble vectors, where one group takes a broadcast per vpmaddubsw. Every element runs tile_q4_0x8's
-// operations in the same order (int16 sums, offset, conversion, scale product, FMA), so the bits match whichever
-// tile computes it.
-template <int NT>
-__attribute__((noinline, flatten)) void tile_q4_0x8_pair(const MatmulArgs& a, int64_t t0, int64_t group) {
-  constexpr int kBlockBytes = 144;
-  const int64_t nb = a.n_in / 32;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), eights = _mm256_set1_epi16(8);
-  const TileActs<NT> x(a, t0);
-  __m256 acc[2][NT];
-  static_for<2>([&](auto g) { static_for<NT>([&](auto t) { acc[g][t] = _mm256_setzero_ps(); }); });
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk[2] = {group_block(a, group, b, kBlockBytes), group_block(a, group + 1, b, kBlockBytes)};
-    __m256i s16[2][NT];
-    static_for<2>([&](auto g) { static_for<NT>([&](auto t) { s16[g][t] = _mm256_setzero_si256(); }); });
-    static_for<4>([&](auto j) {
-      __m256i lo[2], hi[2];
-      static_for<2>([&](auto g) {
+      __m256i lo[NG], hi[NG];
+      static_for<NG>([&](auto g) {
         const __m256i p = _mm256_loadu_si256((const __m256i*)(blk[g] + 16 + 32 * j));
         lo[g] = _mm256_and_si256(p, low4);
         hi[g] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
@@ -75,14 +41,14 @@ __attribute__((noinline, flatten)) void tile_q4_0x8_pair(const MatmulArgs& a, in
       static_for<NT>([&](auto t) {
         const int8_t* xb = x.q[t] + b * 32;
         const __m256i xl = broadcast32(xb + 4 * j), xh = broadcast32(xb + 16 + 4 * j);
-        static_for<2>([&](auto g) {
+        static_for<NG>([&](auto g) {
           s16[g][t] = _mm256_add_epi16(s16[g][t], _mm256_maddubs_epi16(lo[g], xl));
           s16[g][t] = _mm256_add_epi16(s16[g][t], _mm256_maddubs_epi16(hi[g], xh));
           keep_in_register(s16[g][t]);
         });
       });
     });
-    static_for<2>([&](auto g) {
+    static_for<NG>([&](auto g) {
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk[g]));
       static_for<NT>([&](auto t) {
         const __m256i offset = _mm256_madd_epi16(broadcast32(x.sum16[t] + 2 * b), eights);
@@ -92,7 +58,7 @@ __attribute__((noinline, flatten)) void tile_q4_0x8_pair(const MatmulArgs& a, in
       });
     });
   }
-  static_for<2>([&](auto g) {
+  static_for<NG>([&](auto g) {
     static_for<NT>([&](auto t) { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + (group + g) * 8, acc[g][t]); });
   });
 }
@@ -104,7 +70,7 @@ struct Q4_0x8Family {
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_0x8<NT>(a, t0, group); }
   template <int NT>
-  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_0x8_pair<NT>(a, t0, group); }
+  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_0x8<NT, 2>(a, t0, group); }
 };
 
 // Q4_0 or Q4_0x8 rows [row_begin, row_end) on 256-bit tiles.
