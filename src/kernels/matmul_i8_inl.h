@@ -61,43 +61,22 @@ __attribute__((noinline, flatten)) void tile_i8(const TileCtx& c) {
   }
 }
 
-// I8x8 (kernels/interleave.h), one group of 8 rows for NT tokens: Q8_0x8's products without block scales. The
-// whole row reduces in exact int32 lanes (one per row) and is scaled once by the 8 rows' scales times the
-// token's, the same integers and the same final multiply as the row kernel (tile_i8).
-template <int NT>
+// I8x8 (kernels/interleave.h), NG groups of 8 rows (1, or 2 from `group`) for NT tokens: Q8_0x8's products
+// without block scales. The whole row reduces in exact int32 lanes (one per row) and is scaled once by the 8
+// rows' scales times the token's, the same integers and the same final multiply as the row kernel (tile_i8).
+template <int NT, int NG = 1>
 __attribute__((noinline, flatten)) void tile_i8x8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 256;  // 8 rows × 32 values
   const int64_t nb = a.n_in / 32;
   const TileActs<NT> x(a, t0);
-  __m256i s32[NT];
-  static_for<NT>([&](auto t) { s32[t] = _mm256_setzero_si256(); });
+  __m256i s32[NG][NT];
+  static_for<NG>([&](auto g) { static_for<NT>([&](auto t) { s32[g][t] = _mm256_setzero_si256(); }); });
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = group_block(a, group, b, kBlockBytes);
-    static_for<8>([&](auto j) {
-      const __m256i v = _mm256_loadu_si256((const __m256i*)(blk + 32 * j));
-      s32_products<NT>(v, x.q, x.q_abs, b * 32 + 4 * j, s32);
-    });
+    const uint8_t* blk[NG];
+    static_for<NG>([&](auto g) { blk[g] = group_block(a, group + g, b, kBlockBytes); });
+    block_products<NT, NG>(blk, 0, x, b, s32);
   }
-  const __m256 row_scales = _mm256_loadu_ps(a.row_scales + group * 8);
-  static_for<NT>([&](auto t) {
-    const __m256 scale = _mm256_mul_ps(row_scales, _mm256_set1_ps(a.xq.scale[t0 + t]));
-    _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t]), scale));
-  });
-}
-
-// I8x8 for groups `group` and `group + 1` at once: tile_i8x8's whole-row int32 sums and final multiply.
-template <int NT>
-__attribute__((noinline, flatten)) void tile_i8x8_pair(const MatmulArgs& a, int64_t t0, int64_t group) {
-  constexpr int kBlockBytes = 256;
-  const int64_t nb = a.n_in / 32;
-  const TileActs<NT> x(a, t0);
-  __m256i s32[2][NT];
-  static_for<2>([&](auto g) { static_for<NT>([&](auto t) { s32[g][t] = _mm256_setzero_si256(); }); });
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk[2] = {group_block(a, group, b, kBlockBytes), group_block(a, group + 1, b, kBlockBytes)};
-    pair_block_products<NT>(blk, 0, x, b, s32);
-  }
-  static_for<2>([&](auto g) {
+  static_for<NG>([&](auto g) {
     const __m256 row_scales = _mm256_loadu_ps(a.row_scales + (group + g) * 8);
     static_for<NT>([&](auto t) {
       const __m256 scale = _mm256_mul_ps(row_scales, _mm256_set1_ps(a.xq.scale[t0 + t]));
@@ -119,7 +98,7 @@ struct I8x8Family {
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_i8x8<NT>(a, t0, group); }
   template <int NT>
-  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_i8x8_pair<NT>(a, t0, group); }
+  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_i8x8<NT, 2>(a, t0, group); }
 };
 
 // I8 or I8x8 rows [row_begin, row_end) on 256-bit tiles.

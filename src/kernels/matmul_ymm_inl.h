@@ -266,49 +266,38 @@ void interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 
 // ---- signed byte products of 8 interleaved rows (Q8_0x8 and I8x8) -------------------------------------------
 
-// s32[t] += the int32 lanes of Σ w·x over 4 bytes per lane, for vector v of 8 rows' weights and the 4 activation
-// bytes at offset i of each token, broadcast. Signed × signed through vpmaddubsw's unsigned × signed: one token
-// takes |x| · (w with x's sign), both broadcasts loaded; more tokens share |w| and each takes (x with w's sign),
-// one broadcast each. Both give the same exact integers (|w|, |x| ≤ 127: no saturation).
-template <int NT>
-TESSERA_INLINE inline void s32_products(__m256i v, const int8_t* const* xq, const int8_t* const* xa, int64_t i,
-                                        __m256i* s32) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (NT == 1) {
-    const __m256i signed_w = _mm256_sign_epi8(v, broadcast32(xq[0] + i));
-    s32[0] = _mm256_add_epi32(s32[0], _mm256_madd_epi16(_mm256_maddubs_epi16(broadcast32(xa[0] + i), signed_w), ones));
-    keep_in_register(s32[0]);
-  } else {
-    const __m256i abs_w = _mm256_abs_epi8(v);
-    static_for<NT>([&](auto t) {
-      const __m256i signed_x = _mm256_sign_epi8(broadcast32(xq[t] + i), v);
-      s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_x), ones));
-      keep_in_register(s32[t]);
-    });
-  }
-}
-
-// Two groups (16 rows) at once, for NT tokens: s32[g][t] += the int32 lanes of the 8 weight vectors of block b,
-// each loaded from blk[g] + offset + 32·j, times token t's activations, as in s32_products (|w| · (x with w's
-// sign)). Each activation broadcast serves both groups' vectors: one load fewer per two products than one group.
-template <int NT>
-TESSERA_INLINE inline void pair_block_products(const uint8_t* const blk[2], int offset, const TileActs<NT>& x,
-                                               int64_t b, __m256i s32[2][NT]) {
+// s32[g][t] += the int32 lanes of block b's products for NG groups of 8 rows (1, or 2 from blk[0]) and NT tokens:
+// the 8 weight vectors of group g load from blk[g] + offset + 32·j, and vector j holds values 4j..4j+3 of its 8
+// rows, multiplied with token t's 4 activation bytes there, broadcast. Signed × signed through vpmaddubsw's
+// unsigned × signed: one token of one group takes |x| · (w with x's sign), both broadcasts loaded; otherwise
+// each weight vector's |w| serves every token, each token takes (x with w's sign), and with two groups each
+// broadcast serves both groups' vectors. All give the same exact integers (|w|, |x| ≤ 127: no saturation), so
+// an element has the same bits whatever tile computes it.
+template <int NT, int NG>
+TESSERA_INLINE inline void block_products(const uint8_t* const (&blk)[NG], int offset, const TileActs<NT>& x,
+                                          int64_t b, __m256i (&s32)[NG][NT]) {
   const __m256i ones = _mm256_set1_epi16(1);
   static_for<8>([&](auto j) {
-    __m256i v[2], abs_w[2];
-    static_for<2>([&](auto g) {
-      v[g] = _mm256_loadu_si256((const __m256i*)(blk[g] + offset + 32 * j));
-      abs_w[g] = _mm256_abs_epi8(v[g]);
-    });
-    static_for<NT>([&](auto t) {
-      const __m256i xv = broadcast32(x.q[t] + b * 32 + 4 * j);
-      static_for<2>([&](auto g) {
-        const __m256i signed_x = _mm256_sign_epi8(xv, v[g]);
-        s32[g][t] = _mm256_add_epi32(s32[g][t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w[g], signed_x), ones));
-        keep_in_register(s32[g][t]);
+    const int64_t i = b * 32 + 4 * j;
+    __m256i v[NG];
+    static_for<NG>([&](auto g) { v[g] = _mm256_loadu_si256((const __m256i*)(blk[g] + offset + 32 * j)); });
+    if constexpr (NT == 1 && NG == 1) {
+      const __m256i signed_w = _mm256_sign_epi8(v[0], broadcast32(x.q[0] + i));
+      s32[0][0] = _mm256_add_epi32(s32[0][0],
+                                   _mm256_madd_epi16(_mm256_maddubs_epi16(broadcast32(x.q_abs[0] + i), signed_w), ones));
+      keep_in_register(s32[0][0]);
+    } else {
+      __m256i abs_w[NG];
+      static_for<NG>([&](auto g) { abs_w[g] = _mm256_abs_epi8(v[g]); });
+      static_for<NT>([&](auto t) {
+        const __m256i xv = broadcast32(x.q[t] + i);
+        static_for<NG>([&](auto g) {
+          const __m256i signed_x = _mm256_sign_epi8(xv, v[g]);
+          s32[g][t] = _mm256_add_epi32(s32[g][t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w[g], signed_x), ones));
+          keep_in_register(s32[g][t]);
+        });
       });
-    });
+    }
   });
 }
 
