@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "bench/batching_bound.h"
 #include "bench/model_bench.h"
@@ -37,14 +39,15 @@ struct RooflineComparison {
   double steps_ratio() const { return double(static_schedule.steps) / double(continuous_schedule.steps); }
 };
 
-RooflineComparison roofline_comparison(const Model& model, const OfflineBenchOptions& b, const MachineLimits& limits) {
+RooflineComparison roofline_comparison(const Model& model, const OfflineBenchOptions& b, std::vector<int> output_lengths,
+                                       const MachineLimits& limits) {
   RooflineComparison r;
   r.bandwidth_gbs = limits.bandwidth_gbs.best();
   r.int8 = computes_in_int8(model.weights().layers.at(0).w_gate.type);
   r.peak_gops = r.int8 ? limits.peaks.int8_gops.best() : limits.peaks.fp32_gflops.best();
   const RooflineStepCost cost = roofline_step_cost(model, r.bandwidth_gbs, r.peak_gops);
   const BatchingWorkload w{.prompt_tokens = b.prompt_tokens,
-                           .output_tokens = offline_output_lengths(model, b),
+                           .output_tokens = std::move(output_lengths),
                            .max_seqs = b.engine.scheduling.max_seqs,
                            .max_batched_tokens = b.engine.scheduling.max_batched_tokens,
                            .n_ctx = b.engine.n_ctx > 0 ? b.engine.n_ctx : model.config().n_ctx_train};
@@ -106,7 +109,8 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
   }
   MachineLimits limits;
   limits.probe(threads);
-  const auto results = run_offline_bench(model, b);
+  const OfflineBenchRun run = run_offline_bench(model, b);
+  const std::vector<OfflineModeResult>& results = run.modes;
   const DecodeScalingResult scaling = run_decode_scaling(model, b);
   limits.probe(threads);
 
@@ -118,7 +122,7 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
   }
   const double speedup = stat && cont && stat->output_tokens_per_s > 0
                              ? cont->output_tokens_per_s / stat->output_tokens_per_s : 0.0;
-  const RooflineComparison roofline = roofline_comparison(*model, b, limits);
+  const RooflineComparison roofline = roofline_comparison(*model, b, run.output_lengths, limits);
   if (json) {
     nlohmann::json doc;
     doc["model"] = model->name();

@@ -156,23 +156,15 @@ double decode_rate(const std::shared_ptr<const Model>& model, const OfflineBench
 
 }  // namespace
 
-std::vector<OfflineModeResult> run_offline_bench(const std::shared_ptr<const Model>& model,
-                                                 const OfflineBenchOptions& options) {
+OfflineBenchRun run_offline_bench(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& options) {
   const Workload w = make_workload(*model, options, options.n_requests, options.prompt_tokens,
                                    options.min_output_tokens, options.max_output_tokens);
-  std::vector<OfflineModeResult> results;
-  for (SchedulingPolicy mode : options.modes) results.push_back(run_mode(model, options, mode, false, w));
+  OfflineBenchRun run;
+  for (const Request& r : w.requests) run.output_lengths.push_back(int(r.sampling.max_tokens));
+  for (SchedulingPolicy mode : options.modes) run.modes.push_back(run_mode(model, options, mode, false, w));
   if (options.engine.speculative.enabled())
-    results.push_back(run_mode(model, options, SchedulingPolicy::Continuous, true, w));
-  return results;
-}
-
-std::vector<int> offline_output_lengths(const Model& model, const OfflineBenchOptions& options) {
-  const Workload w = make_workload(model, options, options.n_requests, options.prompt_tokens,
-                                   options.min_output_tokens, options.max_output_tokens);
-  std::vector<int> lengths;
-  for (const Request& r : w.requests) lengths.push_back(int(r.sampling.max_tokens));
-  return lengths;
+    run.modes.push_back(run_mode(model, options, SchedulingPolicy::Continuous, true, w));
+  return run;
 }
 
 DecodeScalingResult run_decode_scaling(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& options) {

@@ -70,10 +70,13 @@ struct DecodeScalingResult {
   double speedup() const { return single_tokens_per_s > 0 ? batched_tokens_per_s / single_tokens_per_s : 0; }
 };
 
-std::vector<OfflineModeResult> run_offline_bench(const std::shared_ptr<const Model>& model,
-                                                 const OfflineBenchOptions& options);
-// The output lengths run_offline_bench's workload draws, in arrival order.
-std::vector<int> offline_output_lengths(const Model& model, const OfflineBenchOptions& options);
+// One workload (drawn from options.seed) run under every mode of options.modes.
+struct OfflineBenchRun {
+  std::vector<int> output_lengths;  // the workload's, in arrival order
+  std::vector<OfflineModeResult> modes;
+};
+
+OfflineBenchRun run_offline_bench(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& options);
 DecodeScalingResult run_decode_scaling(const std::shared_ptr<const Model>& model, const OfflineBenchOptions& options);
 
 }  // namespace tessera
