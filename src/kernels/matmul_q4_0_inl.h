@@ -29,8 +29,7 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk[NG];
     static_for<NG>([&](auto g) { blk[g] = group_block(a, group + g, b, kBlockBytes); });
-    __m256i s16[NG][NT];
-    static_for<NG>([&](auto g) { static_for<NT>([&](auto t) { s16[g][t] = _mm256_setzero_si256(); }); });
+    __m256i s16[NG][NT];  // set by j = 0: starting from zero cost an add per element and block
     static_for<4>([&](auto j) {
       __m256i lo[NG], hi[NG];
       static_for<NG>([&](auto g) {
@@ -42,8 +41,13 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
         const int8_t* xb = x.q[t] + b * 32;
         const __m256i xl = broadcast32(xb + 4 * j), xh = broadcast32(xb + 16 + 4 * j);
         static_for<NG>([&](auto g) {
-          s16[g][t] = _mm256_add_epi16(s16[g][t], _mm256_maddubs_epi16(lo[g], xl));
-          s16[g][t] = _mm256_add_epi16(s16[g][t], _mm256_maddubs_epi16(hi[g], xh));
+          const __m256i plo = _mm256_maddubs_epi16(lo[g], xl), phi = _mm256_maddubs_epi16(hi[g], xh);
+          if constexpr (j == 0) {
+            s16[g][t] = _mm256_add_epi16(plo, phi);
+          } else {
+            s16[g][t] = _mm256_add_epi16(s16[g][t], plo);
+            s16[g][t] = _mm256_add_epi16(s16[g][t], phi);
+          }
           keep_in_register(s16[g][t]);
         });
       });
