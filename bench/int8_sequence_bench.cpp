@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 namespace {
 
@@ -113,12 +114,9 @@ int main(int argc, char** argv) {
   double gops[kSequences] = {};
   // Interleaved rounds, best of all: the sequences see the same machine conditions.
   for (int round = 0; round < 4; ++round) {
-    gops[0] = std::max(gops[0], best_gops<0>(runs / 4 + 1));
-    gops[1] = std::max(gops[1], best_gops<1>(runs / 4 + 1));
-    gops[2] = std::max(gops[2], best_gops<2>(runs / 4 + 1));
-    gops[3] = std::max(gops[3], best_gops<3>(runs / 4 + 1));
-    gops[4] = std::max(gops[4], best_gops<4>(runs / 4 + 1));
-    gops[5] = std::max(gops[5], best_gops<5>(runs / 4 + 1));
+    [&]<int... K>(std::integer_sequence<int, K...>) {
+      ((gops[K] = std::max(gops[K], best_gops<K>(runs / 4 + 1))), ...);
+    }(std::make_integer_sequence<int, kSequences>{});
   }
   const char* names[kSequences] = {
       "probe: vpmaddubsw + vpmaddwd + vpaddd (registers)",
