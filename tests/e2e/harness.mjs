@@ -2,7 +2,7 @@
 // port, wait for /ready, talk to it with fetch, curl and the official `openai` package, stop it.
 import { spawn, execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,8 +22,16 @@ export function openaiPackage() {
   return createRequire(path.join(dir, 'package.json'))('openai');
 }
 
+// A fresh directory under the system's temporary folder, removed when this test process exits (a converted
+// model in one is hundreds of MB: left behind, every run of the suite would leave them all).
+const tempDirs = [];
+process.on('exit', () => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
 export function tempDir() {
-  return mkdtempSync(path.join(tmpdir(), 'tessera-e2e-'));
+  const dir = mkdtempSync(path.join(tmpdir(), 'tessera-e2e-'));
+  tempDirs.push(dir);
+  return dir;
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
