@@ -4,6 +4,7 @@
 // the kernels' byte dot product). Best-of-N rather than means: the machine is shared and noise only slows.
 // Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 Q8_0x8 I8 INT4 INT4_G128 F16x32
 // Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
+// TESSERA_BENCH_TOKENS=1,16,512 picks the token counts (default 1,4,16,32,128,512).
 // TESSERA_BENCH_THREADS=1 times one thread by its CPU time, the steadier number on a busy machine.
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -235,7 +236,20 @@ int main(int argc, char** argv) {
   std::vector<Weights> ws;
   for (const Spec& t : types) ws.push_back(make_weights(t.type, t.group, t.interleaved));
   double bw = bandwidth_gbs(pool, slices, slice, 5), peak = int8_peak_gops(pool, 50);
-  const std::vector<int64_t> token_counts = {1, 4, 16, 32, 128, 512};
+  std::vector<int64_t> token_counts = {1, 4, 16, 32, 128, 512};
+  if (const char* list = std::getenv("TESSERA_BENCH_TOKENS")) {
+    token_counts.clear();
+    for (const char* p = list; *p != '\0';) {
+      char* end = nullptr;
+      const long long n = std::strtoll(p, &end, 10);
+      if (end == p || n < 1 || n > 4096 || (*end != ',' && *end != '\0')) {
+        std::fprintf(stderr, "TESSERA_BENCH_TOKENS must be a comma-separated list of counts in [1, 4096], e.g. 1,16,512\n");
+        return 1;
+      }
+      token_counts.push_back(n);
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   std::vector<std::vector<double>> best(ws.size(), std::vector<double>(token_counts.size(), 1e9));
   for (size_t k = 0; k < token_counts.size(); ++k) {
     const int64_t n = token_counts[k];
@@ -260,8 +274,9 @@ int main(int argc, char** argv) {
   std::printf("read bandwidth %.1f GB/s, int8 peak %.0f GOP/s (better of before and after)\n", bw, peak);
   for (size_t i = 0; i < ws.size(); ++i) {
     std::printf("\n%s: %.2f MB weights\n", ws[i].name.c_str(), double(ws[i].bytes) / 1e6);
-    std::printf("%8s %10s %9s %8s %9s %8s %12s %10s\n", "n_tok", "us", "GB/s", "%bw", "GOP/s", "%peak", "t/t(1tok)",
-                i ? "vs first" : "");
+    const std::string per_first = "t/t(" + std::to_string(token_counts[0]) + "tok)";
+    std::printf("%8s %10s %9s %8s %9s %8s %12s %10s\n", "n_tok", "us", "GB/s", "%bw", "GOP/s", "%peak",
+                per_first.c_str(), i ? "vs first" : "");
     for (size_t k = 0; k < token_counts.size(); ++k) {
       const double sec = best[i][k], n = double(token_counts[k]);
       const double gbs = double(ws[i].bytes) / sec * 1e-9, gops = 2.0 * kNIn * kNOut * n / sec * 1e-9;
