@@ -289,20 +289,29 @@ struct Q6_Kx8Scales {
   __m256i offset_pair[8];  // block b: each row's (32·sc_2b, 32·sc_2b+1) int16 pair (|32·sc| ≤ 4096), the −32 offset's
 };
 
+// Each int16 is built as (scale byte << 8) by one byte shuffle and shifted back arithmetically: by 8 for the
+// sign-extended scale, by 3 for 32 times it (exact: the low 8 bits are zero).
+template <int lo, int hi>
+TESSERA_INLINE inline __m256i q6_kx8_high_bytes(__m256i v) {
+  constexpr char z = char(0x80);  // vpshufb writes zero
+  return _mm256_shuffle_epi8(v, _mm256_setr_epi8(z, lo, z, hi, z, 4 + lo, z, 4 + hi, z, 8 + lo, z, 8 + hi, z, 12 + lo,
+                                                 z, 12 + hi, z, lo, z, hi, z, 4 + lo, z, 4 + hi, z, 8 + lo, z, 8 + hi,
+                                                 z, 12 + lo, z, 12 + hi));
+}
+
 TESSERA_INLINE inline void q6_kx8_scales(const uint8_t* blk, Q6_Kx8Scales& s) {
-  // Each 32-bit lane's low int16 copied to its high one: a row's scale for both halves of a vpmaddwd pair.
-  const __m256i dup16 = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
-                                         0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
   s.d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
   const uint8_t* scales = blk + 16 + 48 * 32;
   static_for<4>([&](auto k) TESSERA_INLINE {
+    // Byte 4l + i: row l's scale of sub-block 4k + i.
     const __m256i v = _mm256_loadu_si256((const __m256i*)(scales + 32 * k));
-    __m256i sc32[4];  // sub-block 4k + i's scales sign-extended to int32
-    static_for<4>([&](auto i) TESSERA_INLINE { sc32[i] = _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * i), 24); });
-    static_for<4>([&](auto i) TESSERA_INLINE { s.sc_pair[4 * k + i] = _mm256_shuffle_epi8(sc32[i], dup16); });
+    static_for<4>([&](auto i) TESSERA_INLINE {
+      constexpr int j = decltype(i)::value;
+      s.sc_pair[4 * k + j] = _mm256_srai_epi16(q6_kx8_high_bytes<j, j>(v), 8);
+    });
     static_for<2>([&](auto i) TESSERA_INLINE {
-      s.offset_pair[2 * k + i] = _mm256_blend_epi16(_mm256_slli_epi32(sc32[2 * i], 5),
-                                                  _mm256_slli_epi32(sc32[2 * i + 1], 16 + 5), 0xaa);
+      constexpr int j = 2 * decltype(i)::value;
+      s.offset_pair[2 * k + decltype(i)::value] = _mm256_srai_epi16(q6_kx8_high_bytes<j, j + 1>(v), 3);
     });
   });
 }
