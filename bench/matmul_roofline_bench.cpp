@@ -218,6 +218,24 @@ int main(int argc, char** argv) {
     kNOut = n_out;
     kNIn = n_in;
   }
+  std::vector<int64_t> token_counts = {1, 4, 16, 32, 128, 512};
+  if (const char* list = std::getenv("TESSERA_BENCH_TOKENS")) {
+    token_counts.clear();
+    if (*list == '\0') {
+      std::fprintf(stderr, "TESSERA_BENCH_TOKENS is empty: give a comma-separated list of counts, e.g. 1,16,512\n");
+      return 1;
+    }
+    for (const char* p = list; *p != '\0';) {
+      char* end = nullptr;
+      const long long n = std::strtoll(p, &end, 10);
+      if (end == p || n < 1 || n > 4096 || (*end != ',' && *end != '\0')) {
+        std::fprintf(stderr, "TESSERA_BENCH_TOKENS must be a comma-separated list of counts in [1, 4096], e.g. 1,16,512\n");
+        return 1;
+      }
+      token_counts.push_back(n);
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   const int n_threads = std::getenv("TESSERA_BENCH_THREADS") ? std::atoi(std::getenv("TESSERA_BENCH_THREADS")) : 2;
   ThreadPool pool(n_threads);
   g_cpu_clock = pool.size() == 1;
@@ -236,20 +254,6 @@ int main(int argc, char** argv) {
   std::vector<Weights> ws;
   for (const Spec& t : types) ws.push_back(make_weights(t.type, t.group, t.interleaved));
   double bw = bandwidth_gbs(pool, slices, slice, 5), peak = int8_peak_gops(pool, 50);
-  std::vector<int64_t> token_counts = {1, 4, 16, 32, 128, 512};
-  if (const char* list = std::getenv("TESSERA_BENCH_TOKENS")) {
-    token_counts.clear();
-    for (const char* p = list; *p != '\0';) {
-      char* end = nullptr;
-      const long long n = std::strtoll(p, &end, 10);
-      if (end == p || n < 1 || n > 4096 || (*end != ',' && *end != '\0')) {
-        std::fprintf(stderr, "TESSERA_BENCH_TOKENS must be a comma-separated list of counts in [1, 4096], e.g. 1,16,512\n");
-        return 1;
-      }
-      token_counts.push_back(n);
-      p = *end == ',' ? end + 1 : end;
-    }
-  }
   std::vector<std::vector<double>> best(ws.size(), std::vector<double>(token_counts.size(), 1e9));
   for (size_t k = 0; k < token_counts.size(); ++k) {
     const int64_t n = token_counts[k];
