@@ -278,8 +278,9 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
 // 2Q + 1), so activation block b = 4n + Q holds sub-blocks 2b and 2b + 1. Per block and token: two vpmaddubsw
 // add in int16 (at most 2·2·63·127 = 32004), vpmaddwd by the sub-block's scale widens them; the −32 offset is
 // 32·Σ sc_j·(Σx over sub-block j) from the activations' 16-value sums, all exact in int32; one conversion and
-// one FMA per block. The same operations for every token whatever NT is, and whether the values come straight
-// from the block or from an unpacked copy (batch invariance).
+// one FMA per block (q6_kx8_finish). The same operations for every token whatever NT is. Batches take an
+// unpacked copy (Q6_Kx8Unpacked) whose products reach the same int32 sums by other exact steps, then the same
+// q6_kx8_finish: the same bits either way (batch invariance).
 constexpr int kQ6_Kx8BlockBytes = 1680;  // 8 fp16 d, then 52 vectors: 32 of ql, 16 of qh, 4 of scales
 
 // One super-block's 8 d and scales in the form the products take them.
@@ -334,15 +335,26 @@ TESSERA_INLINE inline __m256i q6_kx8_values(const uint8_t* blk, int u) {
   return _mm256_or_si256(lo, _mm256_and_si256(hb, bits45));
 }
 
-// acc[t] += activation block b of super-block sb times the 8 rows, for NT tokens; values(u) gives the rows'
-// values 32b + 4u..+3 (q6_kx8_values, or their unpacked copy).
-template <int NT, int b, typename Values>
-TESSERA_INLINE inline void q6_kx8_block(const Q6_Kx8Scales& s, Values values, const TileActs<NT>& x, int64_t sb,
-                                        __m256 (&acc)[NT]) {
+// acc[t] += sum[t] · d · (token t's activation scale of block blk32): the float step every Q6_Kx8 tile ends a
+// block with, whichever way it reached the exact integer sums.
+template <int NT>
+TESSERA_INLINE inline void q6_kx8_finish(const __m256i (&sum)[NT], __m256 d, const TileActs<NT>& x, int64_t blk32,
+                                         __m256 (&acc)[NT]) {
+  static_for<NT>([&](auto t) TESSERA_INLINE {
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_mul_ps(d, _mm256_broadcast_ss(x.scale[t] + blk32)),
+                             acc[t]);
+  });
+}
+
+// acc[t] += activation block b of super-block sb times the 8 rows of blk, for NT tokens.
+template <int NT, int b>
+TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& s, const TileActs<NT>& x,
+                                        int64_t sb, __m256 (&acc)[NT]) {
   __m256i s32[NT];
   static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_setzero_si256(); });
   static_for<4>([&](auto up) TESSERA_INLINE {  // unit pairs: sub-block 2b for pairs 0-1, 2b + 1 for pairs 2-3
-    const __m256i q[2] = {values(2 * decltype(up)::value), values(2 * decltype(up)::value + 1)};
+    const __m256i q[2] = {q6_kx8_values<b>(blk, 2 * decltype(up)::value),
+                          q6_kx8_values<b>(blk, 2 * decltype(up)::value + 1)};
     const __m256i sc = s.sc_pair[2 * b + decltype(up)::value / 2];
     static_for<NT>([&](auto t) TESSERA_INLINE {
       const int8_t* xu = x.q[t] + sb * 256 + 32 * b + 8 * decltype(up)::value;
@@ -355,10 +367,9 @@ TESSERA_INLINE inline void q6_kx8_block(const Q6_Kx8Scales& s, Values values, co
   const int64_t blk32 = sb * 8 + b;
   static_for<NT>([&](auto t) TESSERA_INLINE {
     const __m256i offset = _mm256_madd_epi16(s.offset_pair[b], broadcast32(x.sum16[t] + 2 * blk32));
-    const __m256i sum = _mm256_sub_epi32(s32[t], offset);
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(s.d, _mm256_broadcast_ss(x.scale[t] + blk32)),
-                             acc[t]);
+    s32[t] = _mm256_sub_epi32(s32[t], offset);
   });
+  q6_kx8_finish<NT>(s32, s.d, x, blk32, acc);
 }
 
 // Straight from the interleaved blocks: each tile assembles every value it multiplies (about half its vector
@@ -373,74 +384,119 @@ __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t
     const uint8_t* blk = group_block(a, group, sb, kQ6_Kx8BlockBytes);
     alignas(32) Q6_Kx8Scales s;
     q6_kx8_scales(blk, s);
-    static_for<8>([&](auto b) TESSERA_INLINE {
-      q6_kx8_block<NT, decltype(b)::value>(
-          s, [&](int u) TESSERA_INLINE { return q6_kx8_values<decltype(b)::value>(blk, u); }, x, sb, acc);
-    });
+    static_for<8>([&](auto b) TESSERA_INLINE { q6_kx8_block<NT, decltype(b)::value>(blk, s, x, sb, acc); });
   }
   static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
-// One group's super-block with its values assembled once (64 vectors, value vector 8b + u = q6_kx8_values<b>(u))
-// and its scales expanded: 2848 bytes, read by every token tile of a batch instead of 1680 bytes they would each
-// unpack again.
+// One group's super-block unpacked for batches: its values assembled once, as w = q − 32 in [−32, 31], to be
+// multiplied with u = x + 128 in [0, 255] (vpmaddubsw takes u unsigned, w signed; two products added in int16 stay
+// within 2·2·255·32 = 32640). Then Σ_j sc_j·Σ w·u = Σ_j sc_j·Σ q·x − 32·Σ_j sc_j·Σx + corr, where
+// corr = 128·Σ_j sc_j·Σ w depends on the weights alone: subtracting it gives the direct tile's integers exactly,
+// without its per-token offset product. 2848 bytes, read by every token tile of a block instead of 1680 that
+// each would unpack again.
 struct Q6_Kx8Unpacked {
-  Q6_Kx8Scales s;
-  __m256i q[64];
+  __m256 d;
+  __m256i sc_pair[16];  // as Q6_Kx8Scales::sc_pair
+  __m256i corr[8];      // block b: corr over its two sub-blocks, lane l = row l
+  __m256i w[64];        // vector 8b + u: q6_kx8_values<b>(u) − 32
 };
 
 TESSERA_INLINE inline void q6_kx8_unpack(const MatmulArgs& a, int64_t group, Q6_Kx8Unpacked* out) {
   const int64_t nsb = a.n_in / 256;
+  const __m256i k32 = _mm256_set1_epi8(32), k128 = _mm256_set1_epi8(char(0x80));
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = group_block(a, group, sb, kQ6_Kx8BlockBytes);
-    q6_kx8_scales(blk, out[sb].s);
+    Q6_Kx8Unpacked& o = out[sb];
+    alignas(32) Q6_Kx8Scales s;
+    q6_kx8_scales(blk, s);
+    o.d = s.d;
+    static_for<16>([&](auto j) TESSERA_INLINE { o.sc_pair[j] = s.sc_pair[j]; });
     static_for<8>([&](auto b) TESSERA_INLINE {
-      static_for<8>([&](auto u) TESSERA_INLINE {
-        _mm256_store_si256(&out[sb].q[8 * b + u], q6_kx8_values<decltype(b)::value>(blk, u));
+      __m256i corr = _mm256_setzero_si256();
+      static_for<4>([&](auto up) TESSERA_INLINE {
+        __m256i w[2];
+        static_for<2>([&](auto i) TESSERA_INLINE {
+          constexpr int u = 2 * decltype(up)::value + decltype(i)::value;
+          w[i] = _mm256_sub_epi8(q6_kx8_values<decltype(b)::value>(blk, u), k32);
+          _mm256_store_si256(&o.w[8 * b + u], w[i]);
+        });
+        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(k128, w[0]), _mm256_maddubs_epi16(k128, w[1]));
+        corr = _mm256_add_epi32(corr, _mm256_madd_epi16(s16, s.sc_pair[2 * b + decltype(up)::value / 2]));
       });
+      o.corr[b] = corr;
     });
   }
 }
 
+// NT tokens from u0 (token t's u = x + 128 at u0 + t·n_in) times one unpacked group.
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8_unpacked(const MatmulArgs& a, const Q6_Kx8Unpacked* w,
-                                                             int64_t t0, int64_t group) {
+                                                             const uint8_t* u0, int64_t t0, int64_t group) {
   const int64_t nsb = a.n_in / 256;
   const TileActs<NT> x(a, t0);
   __m256 acc[NT];
   static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = _mm256_setzero_ps(); });
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    static_for<8>([&](auto b) TESSERA_INLINE {
-      q6_kx8_block<NT, decltype(b)::value>(
-          w[sb].s, [&](int u) TESSERA_INLINE { return _mm256_load_si256(&w[sb].q[8 * b + u]); }, x, sb, acc);
+    static_for<8>([&](auto bi) TESSERA_INLINE {
+      constexpr int b = decltype(bi)::value;
+      __m256i s32[NT];
+      static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_setzero_si256(); });
+      static_for<4>([&](auto up) TESSERA_INLINE {  // unit pairs, as in q6_kx8_block
+        const __m256i* wv = &w[sb].w[8 * b + 2 * decltype(up)::value];
+        const __m256i w0 = _mm256_load_si256(wv), w1 = _mm256_load_si256(wv + 1);
+        const __m256i sc = w[sb].sc_pair[2 * b + decltype(up)::value / 2];
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          const uint8_t* uu = u0 + t * a.n_in + sb * 256 + 32 * b + 8 * decltype(up)::value;
+          const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(broadcast32(uu), w0),
+                                               _mm256_maddubs_epi16(broadcast32(uu + 4), w1));
+          s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(s16, sc));
+          keep_in_register(s32[t]);
+        });
+      });
+      static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_sub_epi32(s32[t], w[sb].corr[b]); });
+      q6_kx8_finish<NT>(s32, w[sb].d, x, sb * 8 + b, acc);
     });
   }
   static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
 
 // From this many tokens a Q6_Kx8 product unpacks each group once per token block (q6_kx8_unpacked_rows).
-// 1-core products of 2048x5632 (Zen 3) against the direct tiles: 0.91x at 8 tokens, 1.00x at 10, 1.06-1.10x at
-// 12, 1.10x at 16, 1.35x at 48 and 512.
-constexpr int64_t kQ6_Kx8UnpackMinTokens = 12;
+// 1-core products of 5632x2048 (Zen 3) against the direct tiles, alternated: 0.92-0.98x at 6 tokens,
+// 0.97-1.04x at 8, 1.07-1.16x at 10. From 12 to 512 tokens a first unpacked form (q·x with the per-token offset
+// product) measured 1.06-1.37x against them, and this one 6-10 % faster again.
+constexpr int64_t kQ6_Kx8UnpackMinTokens = 10;
 
 // Q6_Kx8 batches: interleaved_rows' order (token blocks outside, groups inside), each group unpacked once per
-// token block into a per-thread copy that its tiles then read. Only the activation bytes are read per token
-// (no |x|), so a block holds twice the tokens of interleaved_rows' in the same L2 share.
+// token block into a per-thread copy that its tiles then read, and the block's activations rewritten once as
+// u = x + 128 (x's bytes with the top bit flipped). Only those bytes are read per token (no |x|), so a block
+// holds twice the tokens of interleaved_rows' in the same L2 share.
 inline void q6_kx8_unpacked_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  thread_local std::vector<Q6_Kx8Unpacked> unpacked;  // grown on demand and kept: steady state allocates nothing
+  // Grown on demand and kept: steady state allocates nothing.
+  thread_local std::vector<Q6_Kx8Unpacked> unpacked;
+  thread_local std::vector<uint8_t> acts_u;
   const size_t nsb = static_cast<size_t>(a.n_in / 256);
   if (unpacked.size() < nsb) unpacked.resize(nsb);
   const int64_t block = std::max<int64_t>(4, (192 << 10) / a.n_in / 4 * 4);
+  const size_t block_bytes = static_cast<size_t>(std::min(block, a.n_tokens) * a.n_in);
+  if (acts_u.size() < block_bytes) acts_u.resize(block_bytes);
+  const __m256i top_bit = _mm256_set1_epi8(char(0x80));
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
+    const int8_t* xq = a.xq.q + tb * a.n_in;
+    for (int64_t i = 0; i < (te - tb) * a.n_in; i += 32) {  // n_in is a multiple of 256
+      const __m256i v = _mm256_loadu_si256((const __m256i*)(xq + i));
+      _mm256_storeu_si256((__m256i*)(acts_u.data() + i), _mm256_xor_si256(v, top_bit));
+    }
+    auto u = [&](int64_t t) { return acts_u.data() + (t - tb) * a.n_in; };
     for (int64_t g = row_begin / 8; g < row_end / 8; ++g) {
       q6_kx8_unpack(a, g, unpacked.data());
       int64_t t = tb;
-      for (; t + 4 <= te; t += 4) tile_q6_kx8_unpacked<4>(a, unpacked.data(), t, g);
+      for (; t + 4 <= te; t += 4) tile_q6_kx8_unpacked<4>(a, unpacked.data(), u(t), t, g);
       switch (te - t) {
-        case 3: tile_q6_kx8_unpacked<3>(a, unpacked.data(), t, g); break;
-        case 2: tile_q6_kx8_unpacked<2>(a, unpacked.data(), t, g); break;
-        case 1: tile_q6_kx8_unpacked<1>(a, unpacked.data(), t, g); break;
+        case 3: tile_q6_kx8_unpacked<3>(a, unpacked.data(), u(t), t, g); break;
+        case 2: tile_q6_kx8_unpacked<2>(a, unpacked.data(), u(t), t, g); break;
+        case 1: tile_q6_kx8_unpacked<1>(a, unpacked.data(), u(t), t, g); break;
         default: break;
       }
     }
