@@ -33,6 +33,53 @@ BlockShape block_shape(TensorType type) {
   }
 }
 
+// Writes value v of a Q6_K row block as q (6 bits). ggml's layout: value 128n + 32Q + i (n < 2, Q < 4, i < 32)
+// is the low (Q < 2) or high nibble of ql byte 64n + 32(Q % 2) + i, with bits 2Q and 2Q + 1 of qh byte
+// 128 + 32n + i as its bits 4 and 5.
+void q6_k_set_value(uint8_t* block, int v, uint8_t q) {
+  const int n = v / 128, quarter = v % 128 / 32, i = v % 32;
+  uint8_t& ql = block[64 * n + 32 * (quarter % 2) + i];
+  uint8_t& qh = block[128 + 32 * n + i];
+  const int nibble = quarter < 2 ? 0 : 4, bits = 2 * quarter;
+  ql = uint8_t((ql & ~(0x0f << nibble)) | (q & 0x0f) << nibble);
+  qh = uint8_t((qh & ~(3 << bits)) | (q >> 4) << bits);
+}
+
+// The 48 value vectors of one interleaved Q6_K block (8 rows), rewritten from ql/qh units (as the generic
+// interleave moved them: V0..V31 ql, V32..V47 qh) to packed values. Value vector 8b + u, b = 4n + Q, holds values
+// 32b + 4u..+3 of the 8 rows: the ql nibble Q / 2 of vector 16n + 8(Q % 2) + u and bits 2Q, 2Q + 1 of qh vector
+// 32 + 8n + u. Whole 32-byte vectors at a time (loops the compiler vectorizes): loading a model repacks every
+// Q6_K block.
+void pack_q6_k_values(uint8_t* vectors) {
+  uint8_t w[64][32];
+  for (int v = 0; v < 64; ++v) {
+    const int b = v / 8, u = v % 8, n = b / 4, quarter = b % 4;
+    const uint8_t* ql = vectors + 32 * (16 * n + 8 * (quarter % 2) + u);
+    const uint8_t* qh = vectors + 32 * (32 + 8 * n + u);
+    const int nibble = quarter < 2 ? 0 : 4, bits = 2 * quarter;
+    for (int e = 0; e < 32; ++e) w[v][e] = uint8_t(((ql[e] >> nibble) & 0x0f) | ((qh[e] >> bits) & 3) << 4);
+  }
+  for (int k = 0; k < 16; ++k)
+    for (int j = 0; j < 3; ++j)
+      for (int e = 0; e < 32; ++e)
+        vectors[32 * (3 * k + j) + e] = uint8_t(w[4 * k + j][e] | ((w[4 * k + 3][e] >> (2 * j)) & 3) << 6);
+}
+
+// Row l's ql and qh (the first 192 bytes of its block) from one interleaved block's packed value vectors.
+void unpack_q6_k_row(const uint8_t* vectors, int l, uint8_t* block) {
+  for (int k = 0; k < 16; ++k) {
+    for (int i = 0; i < 4; ++i) {
+      uint8_t fourth = 0;
+      for (int j = 0; j < 3; ++j) {
+        const uint8_t b = vectors[32 * (3 * k + j) + 4 * l + i];
+        q6_k_set_value(block, 16 * k + 4 * j + i, b & 0x3f);
+        fourth = uint8_t(fourth | (b >> 6) << (2 * j));
+      }
+      q6_k_set_value(block, 16 * k + 12 + i, fourth);
+    }
+  }
+}
+
 // Bytes per element of the types with a panel kernel (core/weight_types.h), 0 for the others.
 size_t panel_element_bytes(TensorType type) {
   const WeightTypeInfo* info = find_weight_type(type);
@@ -91,6 +138,7 @@ void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in
         std::memcpy(out + scale_bytes * l, block + scale_at, scale_bytes);
         for (size_t j = 0; j < payload / 4; ++j) std::memcpy(vectors + 32 * j + 4 * l, block + payload_at + 4 * j, 4);
       }
+      if (type == TensorType::Q6_K) pack_q6_k_values(vectors);
     }
   }
 }
@@ -115,6 +163,7 @@ void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst) {
     uint8_t* block = dst + b * bytes;
     std::memcpy(block + scale_at, in + scale_bytes * l, scale_bytes);
     for (size_t j = 0; j < payload / 4; ++j) std::memcpy(block + payload_at + 4 * j, vectors + 32 * j + 4 * l, 4);
+    if (w.type == TensorType::Q6_K) unpack_q6_k_row(vectors, l, block);
   }
 }
 

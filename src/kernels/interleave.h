@@ -15,16 +15,21 @@
 //   Q4_K (256 values): the whole 144-byte block in 36 vectors, byte 4l + i of Vj is byte 4j + i of row l's
 //                block: V0 holds each row's fp16 d and dmin, V1..V3 its 12 packed scale bytes, V(4+8k+u) bytes
 //                4u..4u+3 of its k-th 32 quant bytes (low nibbles: sub-block 2k, high nibbles: 2k + 1).
-//   Q6_K (256 values): bytes 0..15 the 8 rows' fp16 d (the last 2 bytes of a row's block); then the other 208
-//                bytes in 52 vectors, byte 4l + i of Vj is byte 4j + i of row l's block: V0..V31 its ql,
-//                V32..V47 its qh, V48..V51 its 16 int8 scales.
+//   Q6_K (256 values): bytes 0..15 the 8 rows' fp16 d (the last 2 bytes of a row's block); then 52 vectors:
+//                V0..V47 the values, 4 in 3 bytes, and V48..V51 the 16 int8 scales (byte 4l + i of V(48 + j) is
+//                row l's scale byte 4j + i). Value vector Wv (v < 64) would hold values 4v..4v+3 of the 8 rows
+//                (byte 4l + i: row l's 6-bit q of value 4v + i); each 4 of them, W(4k)..W(4k+3), are stored as
+//                3: byte 4l + i of V(3k + j), j < 3, is that byte of W(4k + j) in bits 0-5 and bits 2j, 2j + 1
+//                of W(4k + 3)'s in bits 6-7. A value vector then costs 2.75 instructions, not the 4.25 that
+//                assembling it from the file's ql nibbles and qh bit pairs took (the same 1536 bytes either way).
 //
 // F32, F16, BF16 and FP8 rows in panels of 32 (WeightLayout::Panel32): panel p holds rows 32p..32p+31 as n_in
 // slices, slice k the 32 rows' element k in row order (32 bytes of FP8, 64 of F16 or BF16, 128 of F32). One vector load
 // then gives 8 or 16 rows at one k, which makes a float product an outer product: broadcast activations times
 // weight vectors, every output element one FMA chain over k (kernels/matmul_panel_inl.h).
 //
-// The bytes are the file's bytes, moved: rewriting in place keeps the memory footprint.
+// The bytes are the file's bytes, moved (Q6_K's values repacked into as many bytes): rewriting in place keeps the
+// memory footprint.
 #pragma once
 
 #include <cstdint>

@@ -111,6 +111,16 @@ __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, con
   store_tile<NZ, NT>(a, acc, t0, group);
 }
 
+// q6_kx8_decode4's byte operations at 512 bits (two groups' vectors side by side, load_group_pair).
+struct ZmmBytes {
+  using V = __m512i;
+  static V splat(char c) { return _mm512_set1_epi8(c); }
+  static V and_(V a, V b) { return _mm512_and_si512(a, b); }
+  static V or_(V a, V b) { return _mm512_or_si512(a, b); }
+  template <int k>
+  static V srli16(V a) { return _mm512_srli_epi16(a, k); }
+};
+
 // Q6_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens: tile_q6_kx8's operations on registers twice as
 // wide (vpmaddubsw and vpmaddwd by the sub-block scales, exact int16/int32 as there; with the scales applied per
 // 16 values in the integer step, dpbusd would save nothing).
@@ -122,7 +132,6 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
   const size_t gs = 8 * a.row_bytes;
   const uint8_t* wz[NZ];
   register_groups<NZ>(a, group, wz);
-  const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
   // Each 32-bit lane's low int16 copied to its high one: a row's scale for both halves of a vpmaddwd pair.
   const __m512i dup16 = _mm512_set4_epi32(0x0d0c0d0c, 0x09080908, 0x05040504, 0x01000100);
   __m512 acc[NZ][NT];
@@ -149,37 +158,31 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
       });
     });
     static_for<8>([&](auto bi) TESSERA_INLINE {
-      constexpr int b = decltype(bi)::value, n = b / 4, quarter = b % 4;
+      constexpr int b = decltype(bi)::value;
       const int64_t blk32 = sb * 8 + b;
       const int32_t* xb = x.q + blk32 * 8 * NT;
       __m512i s32[NZ][NT];
       static_for<NZ>([&](auto z) TESSERA_INLINE {
         static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
       });
-      static_for<4>([&](auto up) TESSERA_INLINE {  // unit pairs: sub-block 2b for pairs 0-1, 2b + 1 for pairs 2-3
-        __m512i q[NZ][2];
+      static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block 2b + half: value vectors 4k..4k + 3
+        constexpr int k = 2 * b + decltype(half)::value;
+        __m512i q[NZ][4];
         static_for<NZ>([&](auto z) TESSERA_INLINE {
-          const uint8_t* ql = blk[z] + 16;
-          const uint8_t* qh = ql + 32 * 32;
-          static_for<2>([&](auto i) TESSERA_INLINE {
-            constexpr int u = 2 * decltype(up)::value + decltype(i)::value;
-            const __m512i l = load_group_pair(ql + 32 * (16 * n + 8 * (quarter % 2) + u), gs);
-            const __m512i h = load_group_pair(qh + 32 * (8 * n + u), gs);
-            const __m512i lo = quarter < 2 ? _mm512_and_si512(l, low4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), low4);
-            __m512i hb;
-            if constexpr (quarter == 0) hb = _mm512_slli_epi16(h, 4);
-            if constexpr (quarter == 1) hb = _mm512_slli_epi16(h, 2);
-            if constexpr (quarter == 2) hb = h;
-            if constexpr (quarter == 3) hb = _mm512_srli_epi16(h, 2);
-            q[z][i] = _mm512_or_si512(lo, _mm512_and_si512(hb, bits45));
-          });
+          const uint8_t* p = blk[z] + 16 + 3 * 32 * k;
+          const __m512i packed[3] = {load_group_pair(p, gs), load_group_pair(p + 32, gs), load_group_pair(p + 64, gs)};
+          q6_kx8_decode4<ZmmBytes>(packed, q[z]);
         });
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          const __m512i x0 = _mm512_set1_epi32(xb[2 * up * NT + t]), x1 = _mm512_set1_epi32(xb[(2 * up + 1) * NT + t]);
-          static_for<NZ>([&](auto z) TESSERA_INLINE {
-            const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(q[z][0], x0), _mm512_maddubs_epi16(q[z][1], x1));
-            s32[z][t] = _mm512_add_epi32(s32[z][t], _mm512_madd_epi16(s16, sc_pair[z][2 * b + decltype(up)::value / 2]));
-            keep_in_zmm(s32[z][t]);
+        static_for<2>([&](auto h) TESSERA_INLINE {  // q6_kx8_block's vector pairs: unit pair up of block b
+          constexpr int up = 2 * decltype(half)::value + decltype(h)::value;
+          static_for<NT>([&](auto t) TESSERA_INLINE {
+            const __m512i x0 = _mm512_set1_epi32(xb[2 * up * NT + t]), x1 = _mm512_set1_epi32(xb[(2 * up + 1) * NT + t]);
+            static_for<NZ>([&](auto z) TESSERA_INLINE {
+              const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(q[z][2 * h], x0),
+                                                   _mm512_maddubs_epi16(q[z][2 * h + 1], x1));
+              s32[z][t] = _mm512_add_epi32(s32[z][t], _mm512_madd_epi16(s16, sc_pair[z][k]));
+              keep_in_zmm(s32[z][t]);
+            });
           });
         });
       });

@@ -273,15 +273,14 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
 }
 
 // Q6_Kx8 (kernels/interleave.h), one group of 8 rows for NT tokens. value = d·sc_j·(q − 32) per 16-value
-// sub-block j, q in [0, 63] from a ql nibble and two qh bits. Vector (quarter Q, unit u) of half n holds values
-// 128n + 32Q + 4u..+3 of the 8 rows: ql unit 16n + 8(Q % 2) + u (nibble Q / 2) and qh unit 8n + u (bits 2Q,
-// 2Q + 1), so activation block b = 4n + Q holds sub-blocks 2b and 2b + 1. Per block and token: two vpmaddubsw
-// add in int16 (at most 2·2·63·127 = 32004), vpmaddwd by the sub-block's scale widens them; the −32 offset is
-// 32·Σ sc_j·(Σx over sub-block j) from the activations' 16-value sums, all exact in int32; one conversion and
-// one FMA per block (q6_kx8_finish). The same operations for every token whatever NT is. Batches take an
-// unpacked copy (Q6_Kx8Unpacked) whose products reach the same int32 sums by other exact steps, then the same
-// q6_kx8_finish: the same bits either way (batch invariance).
-constexpr int kQ6_Kx8BlockBytes = 1680;  // 8 fp16 d, then 52 vectors: 32 of ql, 16 of qh, 4 of scales
+// sub-block j, q in [0, 63]: value vector v holds values 4v..4v + 3 of the 8 rows, so sub-block j is vectors
+// 4j..4j + 3 (q6_kx8_values decodes them from 3 packed ones) and activation block b holds sub-blocks 2b and
+// 2b + 1. Per block and token: two vpmaddubsw add in int16 (at most 2·2·63·127 = 32004), vpmaddwd by the
+// sub-block's scale widens them; the −32 offset is 32·Σ sc_j·(Σx over sub-block j) from the activations'
+// 16-value sums, all exact in int32; one conversion and one FMA per block (q6_kx8_finish). The same operations
+// for every token whatever NT is. Batches take an unpacked copy (Q6_Kx8Unpacked) whose products reach the same
+// int32 sums by other exact steps, then the same q6_kx8_finish: the same bits either way (batch invariance).
+constexpr int kQ6_Kx8BlockBytes = 1680;  // 8 fp16 d, then 52 vectors: 48 of packed values, 4 of scales
 
 // One super-block's 8 d and scales in the form the products take them.
 struct Q6_Kx8Scales {
@@ -317,22 +316,37 @@ TESSERA_INLINE inline void q6_kx8_scales(const uint8_t* blk, Q6_Kx8Scales& s) {
   });
 }
 
-// Values 32b + 4u..+3 of the 8 rows, q in [0, 63] as unsigned bytes, assembled from their ql and qh bits.
-template <int b>
-TESSERA_INLINE inline __m256i q6_kx8_values(const uint8_t* blk, int u) {
-  constexpr int n = b / 4, quarter = b % 4;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
-  const uint8_t* ql = blk + 16;
-  const uint8_t* qh = ql + 32 * 32;
-  const __m256i l = _mm256_loadu_si256((const __m256i*)(ql + 32 * (16 * n + 8 * (quarter % 2) + u)));
-  const __m256i h = _mm256_loadu_si256((const __m256i*)(qh + 32 * (8 * n + u)));
-  const __m256i lo = quarter < 2 ? _mm256_and_si256(l, low4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
-  __m256i hb;
-  if constexpr (quarter == 0) hb = _mm256_slli_epi16(h, 4);
-  if constexpr (quarter == 1) hb = _mm256_slli_epi16(h, 2);
-  if constexpr (quarter == 2) hb = h;
-  if constexpr (quarter == 3) hb = _mm256_srli_epi16(h, 2);
-  return _mm256_or_si256(lo, _mm256_and_si256(hb, bits45));
+// The byte operations the packed Q6_K decode takes, at 256 bits (the 512-bit tile has its own, ZmmBytes in
+// matmul_kquant_avx512.cpp, so that both widths run q6_kx8_decode4's one sequence).
+struct YmmBytes {
+  using V = __m256i;
+  static V splat(char c) { return _mm256_set1_epi8(c); }
+  static V and_(V a, V b) { return _mm256_and_si256(a, b); }
+  static V or_(V a, V b) { return _mm256_or_si256(a, b); }
+  template <int k>
+  static V srli16(V a) { return _mm256_srli_epi16(a, k); }
+};
+
+// Value vectors W(4k)..W(4k + 3) of a Q6_Kx8 super-block, q in [0, 63] as unsigned bytes, from its packed
+// vectors p = V(3k)..V(3k + 2) (interleave.h): three masks, then the fourth value's bit pairs gathered from the
+// three top pairs with a shift right by 2 after each. Every shift finds each byte's low two bits clear, so the
+// 16-bit shifts carry nothing across bytes. 11 instructions for 4 vectors.
+template <typename Ops>
+TESSERA_INLINE inline void q6_kx8_decode4(const typename Ops::V (&p)[3], typename Ops::V (&w)[4]) {
+  using V = typename Ops::V;
+  const V low6 = Ops::splat(0x3f), top2 = Ops::splat(char(0xc0));
+  static_for<3>([&](auto j) TESSERA_INLINE { w[j] = Ops::and_(p[j], low6); });
+  const V t = Ops::template srli16<2>(Ops::and_(p[0], top2));               // p0's pair in bits 4-5
+  const V u = Ops::template srli16<2>(Ops::or_(t, Ops::and_(p[1], top2)));  // p0's in bits 2-3, p1's in 4-5
+  w[3] = Ops::template srli16<2>(Ops::or_(u, Ops::and_(p[2], top2)));       // p0's, p1's, p2's in 0-1, 2-3, 4-5
+}
+
+// Value vectors 4k..4k + 3 (values 16k..16k + 15 of the 8 rows: sub-block k) of the super-block at blk.
+TESSERA_INLINE inline void q6_kx8_values(const uint8_t* blk, int k, __m256i (&w)[4]) {
+  const uint8_t* p = blk + 16 + 3 * 32 * k;
+  const __m256i packed[3] = {_mm256_loadu_si256((const __m256i*)p), _mm256_loadu_si256((const __m256i*)(p + 32)),
+                             _mm256_loadu_si256((const __m256i*)(p + 64))};
+  q6_kx8_decode4<YmmBytes>(packed, w);
 }
 
 // acc[t] += sum[t] · d · (token t's activation scale of block blk32): the float step every Q6_Kx8 tile ends a
@@ -352,16 +366,19 @@ TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& 
                                         int64_t sb, __m256 (&acc)[NT]) {
   __m256i s32[NT];
   static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_setzero_si256(); });
-  static_for<4>([&](auto up) TESSERA_INLINE {  // unit pairs: sub-block 2b for pairs 0-1, 2b + 1 for pairs 2-3
-    const __m256i q[2] = {q6_kx8_values<b>(blk, 2 * decltype(up)::value),
-                          q6_kx8_values<b>(blk, 2 * decltype(up)::value + 1)};
-    const __m256i sc = s.sc_pair[2 * b + decltype(up)::value / 2];
-    static_for<NT>([&](auto t) TESSERA_INLINE {
-      const int8_t* xu = x.q[t] + sb * 256 + 32 * b + 8 * decltype(up)::value;
-      const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0], broadcast32(xu)),
-                                           _mm256_maddubs_epi16(q[1], broadcast32(xu + 4)));
-      s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(s16, sc));
-      keep_in_register(s32[t]);
+  static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block 2b + half: value vectors 8b + 4·half..+3
+    constexpr int k = 2 * b + decltype(half)::value;
+    __m256i q[4];
+    q6_kx8_values(blk, k, q);
+    const __m256i sc = s.sc_pair[k];
+    static_for<2>([&](auto h) TESSERA_INLINE {  // vectors 2h, 2h + 1 of the four: one vpmaddubsw pair
+      static_for<NT>([&](auto t) TESSERA_INLINE {
+        const int8_t* xu = x.q[t] + sb * 256 + 16 * k + 8 * decltype(h)::value;
+        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q[2 * h], broadcast32(xu)),
+                                             _mm256_maddubs_epi16(q[2 * h + 1], broadcast32(xu + 4)));
+        s32[t] = _mm256_add_epi32(s32[t], _mm256_madd_epi16(s16, sc));
+        keep_in_register(s32[t]);
+      });
     });
   });
   const int64_t blk32 = sb * 8 + b;
@@ -399,7 +416,7 @@ struct Q6_Kx8Unpacked {
   __m256 d;
   __m256i sc_pair[16];  // as Q6_Kx8Scales::sc_pair
   __m256i corr[8];      // block b: corr over its two sub-blocks, lane l = row l
-  __m256i w[64];        // vector 8b + u: q6_kx8_values<b>(u) − 32
+  __m256i w[64];        // value vector v (values 4v..4v + 3) as q − 32
 };
 
 TESSERA_INLINE inline void q6_kx8_unpack(const MatmulArgs& a, int64_t group, Q6_Kx8Unpacked* out) {
@@ -414,15 +431,19 @@ TESSERA_INLINE inline void q6_kx8_unpack(const MatmulArgs& a, int64_t group, Q6_
     static_for<16>([&](auto j) TESSERA_INLINE { o.sc_pair[j] = s.sc_pair[j]; });
     static_for<8>([&](auto b) TESSERA_INLINE {
       __m256i corr = _mm256_setzero_si256();
-      static_for<4>([&](auto up) TESSERA_INLINE {
-        __m256i w[2];
-        static_for<2>([&](auto i) TESSERA_INLINE {
-          constexpr int u = 2 * decltype(up)::value + decltype(i)::value;
-          w[i] = _mm256_sub_epi8(q6_kx8_values<decltype(b)::value>(blk, u), k32);
-          _mm256_store_si256(&o.w[8 * b + u], w[i]);
+      static_for<2>([&](auto half) TESSERA_INLINE {
+        constexpr int k = 2 * b + decltype(half)::value;
+        __m256i w[4];
+        q6_kx8_values(blk, k, w);
+        static_for<4>([&](auto i) TESSERA_INLINE {
+          w[i] = _mm256_sub_epi8(w[i], k32);
+          _mm256_store_si256(&o.w[4 * k + i], w[i]);
         });
-        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(k128, w[0]), _mm256_maddubs_epi16(k128, w[1]));
-        corr = _mm256_add_epi32(corr, _mm256_madd_epi16(s16, s.sc_pair[2 * b + decltype(up)::value / 2]));
+        static_for<2>([&](auto h) TESSERA_INLINE {
+          const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(k128, w[2 * h]),
+                                               _mm256_maddubs_epi16(k128, w[2 * h + 1]));
+          corr = _mm256_add_epi32(corr, _mm256_madd_epi16(s16, s.sc_pair[k]));
+        });
       });
       o.corr[b] = corr;
     });
@@ -442,7 +463,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_unpacked(const MatmulArgs& a
       constexpr int b = decltype(bi)::value;
       __m256i s32[NT];
       static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_setzero_si256(); });
-      static_for<4>([&](auto up) TESSERA_INLINE {  // unit pairs, as in q6_kx8_block
+      static_for<4>([&](auto up) TESSERA_INLINE {  // vectors 8b + 2up, 8b + 2up + 1: q6_kx8_block's pairs
         const __m256i* wv = &w[sb].w[8 * b + 2 * decltype(up)::value];
         const __m256i w0 = _mm256_load_si256(wv), w1 = _mm256_load_si256(wv + 1);
         const __m256i sc = w[sb].sc_pair[2 * b + decltype(up)::value / 2];
