@@ -153,6 +153,36 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
   }
 }
 
+// Batches wide enough for every 512-bit tile (Q6_Kx8's from 32 tokens; the others from fewer) and for Q6_Kx8's
+// unpacked copies at the AVX2 level: 40 tokens, a tile column of 32 and a remainder, meet the reference bound
+// and give each token the bits it gets alone, with 1 and 2 threads.
+TEST_P(InterleaveType, WideBatchesMatchReferenceAndGiveTheSameBits) {
+  const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 3 : 32 * 13, n_tokens = 40;
+  const int64_t n_out = 4 * unit_rows(GetParam());
+  const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 27);
+  const auto x = random_floats(size_t(n_tokens * n_in), 28);
+  ThreadPool one(1), two(2);
+  std::vector<float> y_ref(size_t(n_tokens * n_out));
+  matmul_reference(m.rows.view, x.data(), n_tokens, y_ref.data(), one);
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
+    for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        ASSERT_NEAR(alone[t * n_out + o], y_ref[t * n_out + o],
+                    error_bound(GetParam(), &m.rows.dequantized[o * n_in], &x[t * n_in], n_in))
+            << isa_name(isa) << ", token " << t << ", row " << o;
+      }
+    }
+    for (ThreadPool* pool : {&one, &two}) {
+      matmul(m.view, x.data(), n_tokens, y.data(), *pool, isa);
+      EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size()))
+          << isa_name(isa) << ", " << pool->size() << " threads";
+    }
+  }
+}
+
 // Activations far below the smallest normal float (a block or row quantized to zero) and ordinary ones side by
 // side: each token gets the bits it gets alone, at every ISA level (the 512-bit tiles also read the activation
 // sums, which must agree with the stored bytes).
