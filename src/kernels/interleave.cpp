@@ -11,8 +11,8 @@ namespace {
 
 // One row's share of a block: its fp16 scale bytes (Q4_0, Q8_0 and Q6_K; kept as 8 runs in row order at the
 // start of the interleaved block) and where the row stores them, its total bytes and the values it holds; the
-// rest moves in 4-byte units. I8's scales are per row, outside the data; Q4_K's scales move with its units. 0
-// bytes for types that do not interleave.
+// rest moves in 4-byte units (Q6_K's values are then repacked, pack_q6_k_values). I8's scales are per row,
+// outside the data; Q4_K's scales move with its units. 0 bytes for types that do not interleave.
 struct BlockShape {
   size_t bytes = 0;
   size_t scale_bytes = 0;

@@ -145,7 +145,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
     static_for<NZ>([&](auto z) TESSERA_INLINE {
       const uint8_t* gz = blk[z];
       d[z] = load_group_pair_scales(gz, gs);
-      const uint8_t* scales = gz + 16 + 48 * 32;  // after the 8 fp16 d, 32 vectors of ql and 16 of qh
+      const uint8_t* scales = gz + 16 + 48 * 32;  // after the 8 fp16 d and 48 packed value vectors
       static_for<4>([&](auto k) TESSERA_INLINE {
         const __m512i v = load_group_pair(scales + 32 * k, gs);
         __m512i sc32[4];
