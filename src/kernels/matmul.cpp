@@ -197,11 +197,11 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   // One parallel region for all targets needs one kernel path and one activation format (INT4 has its own);
   // anything else (FP8, the scalar level, mixed types such as a Q6_K value projection beside Q4_K q and k) runs
   // the targets one by one.
-  KernelType first_type;
+  KernelType first_type{};  // set wherever `shared` stays true; initialized for GCC's -Wmaybe-uninitialized
   bool shared = has_fast_kernel(*targets[0].w, level, &first_type);
   int64_t unit = 1;
   for (const MatmulTarget& t : targets) {
-    KernelType type;
+    KernelType type{};
     shared = shared && has_fast_kernel(*t.w, level, &type) && act_kind(type) == act_kind(first_type) &&
              t.w->n_in == targets[0].w->n_in && t.w->outlier_threshold == targets[0].w->outlier_threshold;
     unit = std::max(unit, row_unit(t.w->layout));
@@ -245,8 +245,8 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   first_row[0] = 0;
   for (size_t j = 0; j < targets.size(); ++j) {
     const WeightMatrix& w = *targets[j].w;
-    KernelType type;
-    kernel_type(w, &type);
+    KernelType type{};
+    TESSERA_CHECK(kernel_type(w, &type));  // every target passed has_fast_kernel
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
     TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8 && type != KernelType::FP8x32) ||
                   w.row_scales != nullptr);
