@@ -3,6 +3,11 @@
 // each gives twice the 256-bit rate; a ymm probe there would halve every peak and double every ratio.
 #include <immintrin.h>
 
+// GCC 12's 512-bit reductions pass _mm512_undefined_*() (a self-initialized variable) as an unused merge
+// source, and -W(maybe-)uninitialized reports every inlined use of them (as in the kernels' *_avx512.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include "bench/roofline_kernels.h"
 
 namespace tessera::roofline {

@@ -220,7 +220,9 @@ TEST(Sampler, TopLogprobsAreTheLargestEntriesOfTheLogSoftmax) {
   ASSERT_EQ(top.size(), 20u);
   for (size_t i = 0; i < top.size(); ++i) {
     EXPECT_EQ(top[i].second, lp[size_t(top[i].first)]);
-    if (i > 0) EXPECT_GE(top[i - 1].second, top[i].second);
+    if (i > 0) {
+      EXPECT_GE(top[i - 1].second, top[i].second);
+    }
   }
   const float kth = top.back().second;
   EXPECT_EQ(std::count_if(lp.begin(), lp.end(), [&](float x) { return x > kth; }), 19);

@@ -37,7 +37,9 @@ TEST(WeightTypes, EveryKernelTypeStandsForOneTypeAndLayout) {
   std::set<KernelType> seen;
   for (const WeightTypeInfo& w : kWeightTypes) {
     for (const std::optional<KernelType>& k : {w.rows_kernel, w.interleaved_kernel, w.panel_kernel}) {
-      if (k) EXPECT_TRUE(seen.insert(*k).second) << w.traits.name;
+      if (k) {
+        EXPECT_TRUE(seen.insert(*k).second) << w.traits.name;
+      }
     }
   }
   EXPECT_EQ(seen.size(), size_t(kKernelTypeCount));
@@ -63,7 +65,9 @@ TEST(WeightTypes, TheListedNamesAreExactlyTheParsableOnesTheFilterKeeps) {
       const std::optional<TensorType> t = weight_type_from_name(name);
       ASSERT_TRUE(t.has_value()) << "'" << name << "'";
       EXPECT_TRUE(listed.insert(*t).second) << name << " listed twice";
-      if (quantizer_only) EXPECT_TRUE(weight_type_info(*t).quantizer_output) << name;
+      if (quantizer_only) {
+        EXPECT_TRUE(weight_type_info(*t).quantizer_output) << name;
+      }
     }
     size_t expected = 0;
     for (const WeightTypeInfo& w : kWeightTypes) expected += !w.cli_name.empty() && (!quantizer_only || w.quantizer_output);
