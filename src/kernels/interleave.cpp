@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/weight_types.h"
+#include "kernels/quant.h"
 
 namespace tessera {
 namespace {
@@ -33,18 +34,6 @@ BlockShape block_shape(TensorType type) {
   }
 }
 
-// Writes value v of a Q6_K row block as q (6 bits). ggml's layout: value 128n + 32Q + i (n < 2, Q < 4, i < 32)
-// is the low (Q < 2) or high nibble of ql byte 64n + 32(Q % 2) + i, with bits 2Q and 2Q + 1 of qh byte
-// 128 + 32n + i as its bits 4 and 5.
-void q6_k_set_value(uint8_t* block, int v, uint8_t q) {
-  const int n = v / 128, quarter = v % 128 / 32, i = v % 32;
-  uint8_t& ql = block[64 * n + 32 * (quarter % 2) + i];
-  uint8_t& qh = block[128 + 32 * n + i];
-  const int nibble = quarter < 2 ? 0 : 4, bits = 2 * quarter;
-  ql = uint8_t((ql & ~(0x0f << nibble)) | (q & 0x0f) << nibble);
-  qh = uint8_t((qh & ~(3 << bits)) | (q >> 4) << bits);
-}
-
 // The 48 value vectors of one interleaved Q6_K block (8 rows), rewritten from ql/qh units (as the generic
 // interleave moved them: V0..V31 ql, V32..V47 qh) to packed values. Value vector 8b + u, b = 4n + Q, holds values
 // 32b + 4u..+3 of the 8 rows: the ql nibble Q / 2 of vector 16n + 8(Q % 2) + u and bits 2Q, 2Q + 1 of qh vector
@@ -67,17 +56,19 @@ void pack_q6_k_values(uint8_t* vectors) {
 
 // Row l's ql and qh (the first 192 bytes of its block) from one interleaved block's packed value vectors.
 void unpack_q6_k_row(const uint8_t* vectors, int l, uint8_t* block) {
+  uint8_t q[256];
   for (int k = 0; k < 16; ++k) {
     for (int i = 0; i < 4; ++i) {
       uint8_t fourth = 0;
       for (int j = 0; j < 3; ++j) {
         const uint8_t b = vectors[32 * (3 * k + j) + 4 * l + i];
-        q6_k_set_value(block, 16 * k + 4 * j + i, b & 0x3f);
+        q[16 * k + 4 * j + i] = b & 0x3f;
         fourth = uint8_t(fourth | (b >> 6) << (2 * j));
       }
-      q6_k_set_value(block, 16 * k + 12 + i, fourth);
+      q[16 * k + 12 + i] = fourth;
     }
   }
+  store_q6_k_quants(q, block, block + 128);
 }
 
 // Bytes per element of the types with a panel kernel (core/weight_types.h), 0 for the others.

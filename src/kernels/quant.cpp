@@ -236,19 +236,23 @@ void quantize_q6_k(const float* x, BlockQ6_K* blocks, int64_t n_blocks) {
         q[16 * j + i] = static_cast<uint8_t>(std::clamp(v, -32, 31) + 32);
       }
     }
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* qh_src = q + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t q1 = qh_src[l], q2 = qh_src[l + 32], q3 = qh_src[l + 64], q4 = qh_src[l + 96];
-        blk.ql[64 * h + l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
-        blk.ql[64 * h + l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
-        blk.qh[32 * h + l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
-      }
-    }
+    store_q6_k_quants(q, blk.ql, blk.qh);
   }
 }
 
 }  // namespace
+
+void store_q6_k_quants(const uint8_t q[256], uint8_t ql[128], uint8_t qh[64]) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* qh_src = q + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q1 = qh_src[l], q2 = qh_src[l + 32], q3 = qh_src[l + 64], q4 = qh_src[l + 96];
+      ql[64 * h + l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+      ql[64 * h + l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+      qh[32 * h + l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+    }
+  }
+}
 
 bool is_supported_weight_type(TensorType type) {
   const WeightTypeInfo* info = find_weight_type(type);

@@ -23,4 +23,9 @@ void dequantize_row(TensorType type, const void* src, float* dst, int64_t n, flo
 // scale is returned through `row_scale` (must be non-null); other types carry their scales inside the blocks.
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n, float* row_scale = nullptr);
 
+// Q6_K's 256 quants of one block (q in [0, 63], value order) into ggml's planes: ql (128 bytes, the low 4 bits
+// as nibbles) and qh (64 bytes, the high 2 bits as pairs), the first 192 bytes of a block. The quantizer and
+// the interleaved layout's read-back (kernels/interleave.cpp) both write a block through it.
+void store_q6_k_quants(const uint8_t q[256], uint8_t ql[128], uint8_t qh[64]);
+
 }  // namespace tessera
