@@ -50,6 +50,40 @@ Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint3
   return m;
 }
 
+// Each of the n_tokens tokens of x multiplied alone (one thread) at `isa`: the bits every batch must reproduce.
+std::vector<float> outputs_alone(const Interleaved& m, const std::vector<float>& x, int64_t n_tokens, Isa isa) {
+  ThreadPool one(1);
+  const int64_t n_in = m.view.n_in, n_out = m.view.n_out;
+  std::vector<float> alone(size_t(n_tokens * n_out));
+  for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+  return alone;
+}
+
+// Every element of y (n_tokens × n_out, computed at `isa`) within the data bound of the reference's y_ref.
+void expect_within_reference_bound(const Interleaved& m, const std::vector<float>& x, const std::vector<float>& y,
+                                   const std::vector<float>& y_ref, int64_t n_tokens, Isa isa) {
+  const int64_t n_in = m.view.n_in, n_out = m.view.n_out;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t o = 0; o < n_out; ++o) {
+      ASSERT_NEAR(y[t * n_out + o], y_ref[t * n_out + o],
+                  error_bound(m.view.type, &m.rows.dequantized[o * n_in], &x[t * n_in], n_in))
+          << isa_name(isa) << ", token " << t << ", row " << o;
+    }
+  }
+}
+
+// The whole batch at `isa`, on 1 and 2 threads, gives each token the bits it got alone.
+void expect_batch_equals_alone(const Interleaved& m, const std::vector<float>& x, int64_t n_tokens,
+                               const std::vector<float>& alone, Isa isa) {
+  for (const int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::vector<float> y(alone.size());
+    matmul(m.view, x.data(), n_tokens, y.data(), pool, isa);
+    EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size()))
+        << tensor_type_name(m.view.type) << ", " << isa_name(isa) << ", " << threads << " threads";
+  }
+}
+
 TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K, TensorType::Q6_K}) {
     const int64_t n_in = 2 * block_values(type);
@@ -145,15 +179,9 @@ TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   matmul_reference(m.rows.view, x.data(), n_max, y_ref.data(), one);
   for (const Isa isa : kernel_isas()) {
     if (isa > detected_isa()) continue;
-    std::vector<float> alone(size_t(n_max * n_out)), y(alone.size());
-    for (int64_t t = 0; t < n_max; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
-    for (int64_t t = 0; t < n_max; ++t) {
-      for (int64_t o = 0; o < n_out; ++o) {
-        ASSERT_NEAR(alone[t * n_out + o], y_ref[t * n_out + o],
-                    error_bound(GetParam(), &m.rows.dequantized[o * n_in], &x[t * n_in], n_in))
-            << isa_name(isa) << ", token " << t << ", row " << o;
-      }
-    }
+    const std::vector<float> alone = outputs_alone(m, x, n_max, isa);
+    ASSERT_NO_FATAL_FAILURE(expect_within_reference_bound(m, x, alone, y_ref, n_max, isa));
+    std::vector<float> y(alone.size());
     for (ThreadPool* pool : {&one, &two, &three}) {
       for (int64_t n = 2; n <= n_max; ++n) {
         const int64_t first = (n * 5) % (n_max - n + 1);
@@ -173,15 +201,9 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
   const int64_t n_in = 32 * 200, n_out = 2 * unit_rows(GetParam()), n_tokens = 30;  // 25 K-quant super-blocks
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 15);
   const auto x = random_floats(size_t(n_tokens * n_in), 16);
-  ThreadPool one(1), two(2);
   for (const Isa isa : kernel_isas()) {
     if (isa > detected_isa()) continue;
-    std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
-    for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
-    for (ThreadPool* pool : {&one, &two}) {
-      matmul(m.view, x.data(), n_tokens, y.data(), *pool, isa);
-      EXPECT_EQ(y, alone) << isa_name(isa) << ", " << pool->size() << " threads";
-    }
+    expect_batch_equals_alone(m, x, n_tokens, outputs_alone(m, x, n_tokens, isa), isa);
   }
 }
 
@@ -194,31 +216,17 @@ TEST_P(InterleaveType, WideBatchesMatchReferenceAndGiveTheSameBits) {
   const int64_t n_out = 5 * unit_rows(GetParam());
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 27);
   const auto x = random_floats(size_t(n_tokens * n_in), 28);
-  ThreadPool one(1), two(2);
+  ThreadPool one(1);
   std::vector<float> y_ref(size_t(n_tokens * n_out));
   matmul_reference(m.rows.view, x.data(), n_tokens, y_ref.data(), one);
   for (const Isa isa : kernel_isas()) {
     if (isa > detected_isa()) continue;
-    std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
-    for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t o = 0; o < n_out; ++o) {
-        ASSERT_NEAR(alone[t * n_out + o], y_ref[t * n_out + o],
-                    error_bound(GetParam(), &m.rows.dequantized[o * n_in], &x[t * n_in], n_in))
-            << isa_name(isa) << ", token " << t << ", row " << o;
-      }
-    }
-    for (ThreadPool* pool : {&one, &two}) {
-      matmul(m.view, x.data(), n_tokens, y.data(), *pool, isa);
-      EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size()))
-          << isa_name(isa) << ", " << pool->size() << " threads";
-    }
+    const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa);
+    ASSERT_NO_FATAL_FAILURE(expect_within_reference_bound(m, x, alone, y_ref, n_tokens, isa));
+    expect_batch_equals_alone(m, x, n_tokens, alone, isa);
   }
 }
 
-// Activations far below the smallest normal float (a block or row quantized to zero) and ordinary ones side by
-// side: each token gets the bits it gets alone, at every ISA level (the 512-bit tiles also read the activation
-// sums, which must agree with the stored bytes).
 // Panels take a prompt in blocks of 120 tokens: 130 tokens end with a block of 10, one narrower tile, and every
 // token still gets the bits it gets alone; the AVX2 and AVX-512 tiles (8 and 16 lanes, other tile shapes) give
 // the same bits as each other, every element being one FMA chain over k in order.
@@ -227,17 +235,11 @@ TEST(InterleavePanels, TokenBlocksAndVectorWidthsGiveTheSameBits) {
     const int64_t n_in = 100, n_out = 2 * kPanelRows, n_tokens = 130;
     const Interleaved m = make_interleaved(type, n_out, n_in, 35);
     const auto x = random_floats(size_t(n_tokens * n_in), 36);
-    ThreadPool one(1), two(2);
     std::vector<float> first;
     for (const Isa isa : kernel_isas()) {
       if (isa == Isa::Scalar || isa > detected_isa()) continue;
-      std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
-      for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
-      for (ThreadPool* pool : {&one, &two}) {
-        matmul(m.view, x.data(), n_tokens, y.data(), *pool, isa);
-        EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size()))
-            << tensor_type_name(type) << ", " << isa_name(isa) << ", " << pool->size() << " threads";
-      }
+      const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa);
+      expect_batch_equals_alone(m, x, n_tokens, alone, isa);
       if (first.empty()) {
         first = alone;
       } else {
@@ -248,6 +250,9 @@ TEST(InterleavePanels, TokenBlocksAndVectorWidthsGiveTheSameBits) {
   }
 }
 
+// Activations far below the smallest normal float (a block or row quantized to zero) and ordinary ones side by
+// side: each token gets the bits it gets alone, at every ISA level (the 512-bit tiles also read the activation
+// sums, which must agree with the stored bytes).
 TEST_P(InterleaveType, TinyActivationsGiveTheSameBitsInBatches) {
   const int64_t n_in = block_values(GetParam()) == 256 ? 512 : 96, n_out = 64, n_tokens = 9;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 25);
@@ -257,8 +262,8 @@ TEST_P(InterleaveType, TinyActivationsGiveTheSameBitsInBatches) {
   ThreadPool one(1);
   for (const Isa isa : kernel_isas()) {
     if (isa > detected_isa()) continue;
-    std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
-    for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, &x[t * n_in], 1, &alone[t * n_out], one, isa);
+    const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa);
+    std::vector<float> y(alone.size());
     matmul(m.view, x.data(), n_tokens, y.data(), one, isa);
     EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size())) << isa_name(isa);
   }
