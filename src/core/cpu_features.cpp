@@ -39,6 +39,14 @@ CpuFeatures probe() {
   f.avx512vnni = ecx & bit_AVX512VNNI;
   __cpuid_count(7, 1, eax, ebx, ecx, edx);
   f.avx512bf16 = eax & (1u << 5);
+#ifdef TESSERA_AVX512_EMULATED
+  // The emulated AVX-512 test build (tests/avx512_emulation): its *_avx512.cpp kernels are SIMDe code compiled for
+  // AVX2, so a CPU with AVX2 runs them. Only that build's copy of this library is compiled with the macro.
+  if (f.avx2 && f.fma && f.f16c && f.os_saves_ymm) {
+    f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = true;
+    f.os_saves_zmm = true;
+  }
+#endif
   return f;
 }
 

@@ -28,7 +28,7 @@ inline __m256i fp16_bits_of_fp8(__m256i sign_extended) {
   return _mm256_and_si256(_mm256_slli_epi16(sign_extended, 7), _mm256_set1_epi16(static_cast<int16_t>(kFp16OfFp8Mask)));
 }
 
-#if defined(__AVX512BW__)
+#if defined(__AVX512BW__) || defined(TESSERA_AVX512_EMULATED)
 // 32 bytes, sign-extended to words.
 inline __m512i fp16_bits_of_fp8(__m512i sign_extended) {
   return _mm512_and_si512(_mm512_slli_epi16(sign_extended, 7), _mm512_set1_epi16(static_cast<int16_t>(kFp16OfFp8Mask)));

@@ -26,8 +26,8 @@
 namespace tessera::kernels::lowbit::avx2 {
 namespace {
 
-#define INLINE __attribute__((always_inline)) inline
-#define ALWAYS __attribute__((always_inline))  // for lambdas
+#define INLINE TESSERA_INLINE inline
+#define ALWAYS TESSERA_INLINE  // for lambdas
 
 constexpr int NT_BATCH = 4;  // tokens per batch tile
 

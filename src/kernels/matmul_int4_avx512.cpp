@@ -31,8 +31,8 @@
 namespace tessera::kernels::lowbit::avx512 {
 namespace {
 
-#define INLINE __attribute__((always_inline)) inline
-#define ALWAYS __attribute__((always_inline))  // for lambdas
+#define INLINE TESSERA_INLINE inline
+#define ALWAYS TESSERA_INLINE  // for lambdas
 
 INLINE __m256 load_halves(const uint16_t* p, int64_t n) {
   if (n >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -53,9 +53,13 @@ struct Shape {
 // execution unit), for a dpbusd chain's start: GCC copies one kept zero register instead (vmovdqa32, an ALU
 // operation per chain).
 INLINE __m512i zeroed() {
+#ifdef TESSERA_AVX512_EMULATED  // no zmm registers there (tests/avx512_emulation)
+  return _mm512_setzero_si512();
+#else
   __m512i z;
   asm volatile("vpxord %0, %0, %0" : "=v"(z));
   return z;
+#endif
 }
 
 struct Nibbles {

@@ -48,7 +48,7 @@ struct YmmAvx2 {
   static constexpr int rows_per_tile(int n_tokens) { return n_tokens >= 3 ? 2 : 4; }
 };
 
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
 // AVX-512 VNNI: lane j = Σ u[4j+i]·s[4j+i] in exact int32, like the AVX2 maddubs + madd pair (which never
 // saturates for our operands), so both ISA levels give the same integer sums; 32 registers take 4 rows a tile.
 struct YmmVnni {

@@ -17,9 +17,10 @@
 // Batch invariance: every lane holds the same exact integer block sum as the 256-bit tiles (tile_q8_0x8,
 // tile_q4_0x8, tile_i8x8, which serve the tokens a batch leaves over and decode), and the fp32 epilogue is the
 // same per-lane sequence (convert, multiply d_w by d_x, fused multiply-add; for I8 one multiply by
-// row_scale · x_scale), so a result has the same bits whichever tile computes it.#pragma once
+// row_scale · x_scale), so a result has the same bits whichever tile computes it.
+#pragma once
 
-#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VNNI__)
+#if (!defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VNNI__)) && !defined(TESSERA_AVX512_EMULATED)
 #error "matmul_zmm_inl.h is for files compiled with AVX-512 F/BW and VNNI (*_avx512.cpp)"
 #endif
 
@@ -48,9 +49,12 @@ TESSERA_INLINE inline __m512 load_ps_pair(const float* lo, const float* hi) {
 }
 
 // keep_in_register for zmm values: "v" admits all 32 vector registers ("x" only the first 16).
+// (The emulated test build's 512-bit values are not registers: there it does nothing.)
 template <typename Vector>
-TESSERA_INLINE inline void keep_in_zmm(Vector& v) {
+TESSERA_INLINE inline void keep_in_zmm([[maybe_unused]] Vector& v) {
+#ifndef TESSERA_AVX512_EMULATED
   asm("" : "+v"(v));
+#endif
 }
 
 enum class ZmmKind { Q8_0, Q4_0, I8, Q4_K, Q6_K };

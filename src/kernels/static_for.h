@@ -5,7 +5,13 @@
 
 namespace tessera::kernels {
 
+#ifndef TESSERA_AVX512_EMULATED
 #define TESSERA_INLINE __attribute__((always_inline))
+#else
+// The emulated AVX-512 test build (tests/avx512_emulation) leaves inlining to the compiler: forced through SIMDe's
+// 512-bit functions, it took GCC a quarter of an hour for one file. Tests need the results there, not the speed.
+#define TESSERA_INLINE
+#endif
 
 // static_for<N>(f) calls f(std::integral_constant<int, i>) for i = 0..N-1, unrolled before any optimization
 // pass runs: at -O2 GCC scalarizes an accumulator array into registers only when every index is a constant
