@@ -11,6 +11,7 @@ test_packages=(
   curl python3
   python3-jinja2  # the reference the chat-template interpreter is tested against (tests/tools/render_chat_template.py)
   libgtest-dev libgmock-dev libbenchmark-dev
+  libsimde-dev  # SIMDe: the AVX-512 kernels emulated on AVX2 for the kernel tests (tests/avx512_emulation)
   clang libclang-rt-14-dev
   prometheus  # promtool and a real Prometheus server for the /metrics and fleet end-to-end tests
   nginx       # the load balancer of the fleet tests (deploy/nginx), started by the tests as a plain process
