@@ -4,7 +4,7 @@
 // sums can then be tested on machines without AVX-512; their speed cannot.
 //
 // SIMDe's native aliases are not used: they typedef __m512 & co., which <immintrin.h> already declares. Instead
-// each name the kernels use is a macro for its SIMDe (or, where SIMDe 0.7.4 lacks it, this file's) version; a
+// each name the kernels use is a macro for its SIMDe (or, where SIMDe 0.7.4~rc2 (Debian 12) lacks it, this file's) version; a
 // kernel that starts using another AVX-512 intrinsic fails to compile here until it is added below.
 #pragma once
 
