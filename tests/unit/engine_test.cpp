@@ -64,6 +64,12 @@ TEST(Engine, BatchInvarianceUnderRandomMixturesChunksAndPreemption) {
 
 // INT8 weights with LLM.int8()-style outliers: each token picks its own outlier columns, so a sequence's logits
 // stay bit-identical alone or batched with others (a threshold of 1 makes most tokens have some).
+TEST(Engine, AnInvalidInt8ThresholdFailsTheLoad) {
+  LoadOptions bad;
+  bad.int8_threshold = -2.0f;
+  EXPECT_THROW(Model::load_embedded(bad), Error);
+}
+
 TEST(Engine, Int8OutliersKeepBatchInvariance) {
   const auto path = std::filesystem::temp_directory_path() / ("tessera_engine_i8_" + std::to_string(::getpid()) + ".gguf");
   quant::QuantizeOptions q;

@@ -13,7 +13,6 @@
 #include "kernel_test_util.h"
 #include "kernels/int8_outliers.h"
 #include "kernels/matmul.h"
-#include "model/model.h"
 
 namespace tessera {
 namespace {
@@ -162,9 +161,6 @@ TEST(Int8Outliers, InvalidThresholdsFailClearly) {
   }
   EXPECT_NO_THROW(check_int8_threshold(0.0f));
   EXPECT_NO_THROW(check_int8_threshold(6.0f));
-  LoadOptions bad;
-  bad.int8_threshold = -2.0f;
-  EXPECT_THROW(Model::load_embedded(bad), Error);
 }
 
 }  // namespace
