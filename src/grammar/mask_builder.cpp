@@ -19,7 +19,7 @@ PositionMasks MaskBuilder::position(int32_t state) {
   PdaRunner::single(state, start);
   TokenMask accepted(vocab_.n_vocab());
   PositionMasks out;
-  walk_trie(start, true, accepted, &out.uncertain);
+  walk_trie(start, true, accepted, &out.uncertain, &out);
   out.accepted = TokenSet(accepted);
   return out;
 }
@@ -27,7 +27,7 @@ PositionMasks MaskBuilder::position(int32_t state) {
 void MaskBuilder::walk_all(const StackSet& set, TokenMask& mask) { walk_trie(set, false, mask, nullptr); }
 
 void MaskBuilder::walk_trie(const StackSet& start, bool open_bottom, TokenMask& accepted,
-                            std::vector<uint32_t>* uncertain) {
+                            std::vector<uint32_t>* uncertain, PositionMasks* peaks) {
   const std::span<const TrieNode> nodes = vocab_.nodes();
   const std::span<const int32_t> ids = vocab_.sorted_ids();
   const CompiledGrammar& g = runner_.grammar();
@@ -40,6 +40,10 @@ void MaskBuilder::walk_trie(const StackSet& start, bool open_bottom, TokenMask& 
   auto pure_top = [&](const StackSet& set) {
     return set.size() == 1 && !set.accepting && g.flags(set.top(0)) == CompiledGrammar::kHasBytes ? set.top(0) : -1;
   };
+  // What the steps cost (PositionMasks): a pure step is one visit at its set's depth, no more than the runner's
+  // step that made that set, so only the runner's steps are measured.
+  PdaStepStats peak{1, start.empty() ? 0 : int32_t(start.stack(0).size()), false};
+  size_t peak_stacks = start.size();
   pure_[0] = pure_top(start);
   anchor_[0] = 0;
   for (uint32_t i = 0; i < nodes.size();) {
@@ -63,19 +67,27 @@ void MaskBuilder::walk_trie(const StackSet& start, bool open_bottom, TokenMask& 
       const StackSet& prev = history_[d - 1];
       StackSet& cur = history_[d];
       runner_.advance(prev, n.byte, cur);
+      const PdaStepStats& step = runner_.last_step();
+      peak.visits = std::max(peak.visits, step.visits);
+      peak.depth = std::max(peak.depth, step.depth);
+      peak.limited = peak.limited || step.limited;
+      peak_stacks = std::max(peak_stacks, cur.size());
       left_before_[d] = left_before_[d - 1] | uint8_t(open_bottom && d > 1 && prev.accepting);
       pure_[d] = pure_top(cur);
       anchor_[d] = uint32_t(d);
       alive = !cur.empty();
       accepting = cur.accepting;
     }
-    // Ending here: accepted when a parse goes on, or the rule (root: the grammar) ends exactly here.
-    const bool here = alive || accepting;
+    // Ending here: accepted when a parse goes on, or the rule (root: the grammar) ends exactly here. Seen alone
+    // (open_bottom), a token on which some parse leaves the rule is left to the callers even when another parse
+    // goes on: what the parse below makes of the return is only bounded by the PdaLimits of the whole set (a
+    // return with no room to go on at max_depth, or too ambiguous beside the other stacks).
+    const bool left = open_bottom && (accepting || left_before_[d]);
     for (uint32_t k = n.token_begin; k < n.token_here_end; ++k) {
-      if (here) {
-        accepted.set(ids[k]);
-      } else if (open_bottom && left_before_[d]) {
+      if (left) {
         uncertain->push_back(k);
+      } else if (alive || accepting) {
+        accepted.set(ids[k]);
       }
     }
     if (!alive) {
@@ -86,6 +98,10 @@ void MaskBuilder::walk_trie(const StackSet& start, bool open_bottom, TokenMask& 
       continue;
     }
     ++i;
+  }
+  if (peaks) {
+    peaks->peak = peak;
+    peaks->peak_stacks = peak_stacks;
   }
 }
 

@@ -1,10 +1,10 @@
 // The walks over the vocabulary trie that decide which tokens a grammar state allows. Two kinds:
 //
 // - position(): one automaton state alone on a stack, nothing known below it. A token is *accepted* when some
-//   parse survives it without leaving that state's rule (then it is valid whatever the stack holds below),
-//   *uncertain* when a parse leaves the rule before the token's last byte (the callers decide), rejected
-//   otherwise. This classification depends on the state only, so it is computed once per state and cached:
-//   xgrammar's "context-independent tokens".
+//   parse survives it and no parse leaves that state's rule on the way (then it is valid whatever the stack holds
+//   below, as long as the PdaLimits are not reached: see PositionMasks), *uncertain* when a parse leaves the rule
+//   at or before the token's last byte (the callers decide), rejected otherwise. This classification depends on
+//   the state only, so it is computed once per state and cached: xgrammar's "context-independent tokens".
 // - check(): the uncertain tokens, decided against the whole stack set.
 //
 // Rejection of a prefix rejects every token under it in one jump (the trie is in preorder), and a token that
@@ -28,6 +28,13 @@ namespace tessera::grammar {
 struct PositionMasks {
   TokenSet accepted;
   std::vector<uint32_t> uncertain;  // positions in the vocabulary's sorted order, increasing
+  // The most the walk's steps cost against the PdaLimits (the state alone is one stack of depth 1). `accepted`
+  // holds for a stack of depth D while D - 1 + peak.depth <= max_depth (deeper, the runner would drop stacks the
+  // walk kept), and for a set of stacks while the sums of their peak.visits and of their peak_stacks stay below
+  // the limits (each stack's part of a step costs what it cost alone, and no token of `accepted` makes a parse
+  // return below its stack); a walk that met a limit itself (peak.limited) holds for no other stack.
+  PdaStepStats peak;
+  size_t peak_stacks = 1;
   uint64_t bytes() const { return sizeof(*this) + accepted.bytes() + uncertain.size() * sizeof(uint32_t); }
 };
 
@@ -47,7 +54,9 @@ class MaskBuilder {
 
  private:
   // open_bottom: `start` is one state seen alone (position()); an emptied stack means "left the rule".
-  void walk_trie(const StackSet& start, bool open_bottom, TokenMask& accepted, std::vector<uint32_t>* uncertain);
+  // Fills the peaks of `out` (PositionMasks) when given.
+  void walk_trie(const StackSet& start, bool open_bottom, TokenMask& accepted, std::vector<uint32_t>* uncertain,
+                 PositionMasks* peaks = nullptr);
 
   PdaRunner runner_;
   const Vocabulary& vocab_;

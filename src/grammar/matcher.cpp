@@ -63,23 +63,44 @@ void Matcher::fill_grammar_mask(TokenMask& mask) {
   }
   mask.clear();
   candidates_.clear();
-  for (size_t i = 0; i < state_.size(); ++i) {
+  // The per-state masks were walked with nothing below their state and nothing beside it. They hold here unless a
+  // step of theirs could meet a PdaLimits bound in this set that it did not meet alone: a stack within a few
+  // levels of max_depth, or several stacks whose steps together could pass max_stacks or max_visits. Then the
+  // whole set is walked, against the real limits (a walk of the trie; its mask is cached like any other).
+  const PdaLimits& limits = builder_.runner().limits();
+  bool exact = true;
+  size_t visits = 0, stacks = 0;
+  bool limited = false;
+  for (size_t i = 0; i < state_.size() && exact; ++i) {
     const int32_t top = state_.top(i);
     std::shared_ptr<const PositionMasks> position = cache_->position(top);
     if (!position) {
       position = std::make_shared<const PositionMasks>(builder_.position(top));
       cache_->put_position(top, position);
     }
+    exact = int32_t(state_.stack(i).size()) - 1 + position->peak.depth <= limits.max_depth;
+    visits += position->peak.visits;
+    stacks += position->peak_stacks;
+    limited = limited || position->peak.limited;
     position->accepted.add_to(mask);
     candidates_.insert(candidates_.end(), position->uncertain.begin(), position->uncertain.end());
   }
-  if (state_.size() > 1) {
-    std::sort(candidates_.begin(), candidates_.end());
-    candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
+  if (state_.size() > 1)
+    exact = exact && !limited && visits <= limits.max_visits() && stacks < size_t(limits.max_stacks);
+  if (!exact) {
+    mask.clear();
+    builder_.walk_all(state_, mask);
+  } else {
+    if (state_.size() > 1) {
+      std::sort(candidates_.begin(), candidates_.end());
+      candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
+      // A token one stack leaves its rule on is decided against the whole set even when another stack's mask
+      // accepts it: the parses it returns below count against the limits too.
+      const std::span<const int32_t> ids = vocab_->sorted_ids();
+      for (uint32_t k : candidates_) mask.reset(ids[k]);
+    }
+    builder_.check(state_, candidates_, mask);
   }
-  const std::span<const int32_t> ids = vocab_->sorted_ids();
-  std::erase_if(candidates_, [&](uint32_t k) { return mask.test(ids[k]); });
-  builder_.check(state_, candidates_, mask);
   if (state_.accepting)
     for (int32_t id : vocab_->eog_ids()) mask.set(id);
   cache_->put_state_mask(key_, std::make_shared<const TokenSet>(mask));

@@ -82,6 +82,7 @@ void PdaRunner::advance(const StackSet& in, uint8_t byte, StackSet& out) {
   out.clear();
   // The common case (one parse, and the byte leads to a state that only consumes bytes) needs no expansion.
   if (in.size() == 1) {
+    last_ = {1, int32_t(in.cells.size()), false};
     const int32_t t = g_.next(in.top(0), byte);
     if (t < 0) return;
     if (g_.flags(t) == CompiledGrammar::kHasBytes) {
@@ -110,13 +111,17 @@ void PdaRunner::expand(StackSet& out) {
   seen_.clear();
   seen_cells_.clear();
 
-  const size_t max_visits = size_t(limits_.max_stacks) * 8;
+  last_ = {0, 0, false};
+  const size_t max_visits = limits_.max_visits();
   while (!work_.empty()) {
     const auto [off, len] = work_.back();
     work_.pop_back();
     if (seen_before({scratch_.data() + off, len})) continue;
+    last_.visits = seen_.size();
+    last_.depth = std::max(last_.depth, int32_t(len));
     if (seen_.size() > max_visits || out.size() >= size_t(limits_.max_stacks)) {
       out.clear();  // too ambiguous: treated as dead (see the header)
+      last_.limited = true;
       return;
     }
     const int32_t top = scratch_[off + len - 1];

@@ -46,6 +46,16 @@ struct StackSet {
 struct PdaLimits {
   int32_t max_depth = 256;
   int32_t max_stacks = 1024;
+  // Distinct stacks one expansion may visit (kept or not) before the set is treated as dead.
+  size_t max_visits() const { return size_t(max_stacks) * 8; }
+};
+
+// What the last advance() cost, against PdaLimits: a walk from one state on its own can tell from these whether
+// the same bytes under a deeper stack, or beside other stacks, would meet a limit it did not.
+struct PdaStepStats {
+  size_t visits = 0;      // distinct stacks visited (a step that needs no expansion: one)
+  int32_t depth = 0;      // the deepest stack visited
+  bool limited = false;   // a limit ended the step (the set came out dead)
 };
 
 // Holds scratch space: one per thread of use (the matcher and the mask builder each own one).
@@ -61,6 +71,8 @@ class PdaRunner {
   void advance(const StackSet& in, uint8_t byte, StackSet& out);
 
   const CompiledGrammar& grammar() const { return g_; }
+  const PdaLimits& limits() const { return limits_; }
+  const PdaStepStats& last_step() const { return last_; }
 
  private:
   // Expands work_ (stacks waiting in scratch_) into out_.
@@ -70,6 +82,7 @@ class PdaRunner {
 
   const CompiledGrammar& g_;
   PdaLimits limits_;
+  PdaStepStats last_;
   std::vector<int32_t> scratch_;                        // stacks waiting to be expanded
   std::vector<std::pair<uint32_t, uint32_t>> work_;     // (offset, length) into scratch_
   std::vector<int32_t> seen_cells_;                     // stacks already expanded in this step

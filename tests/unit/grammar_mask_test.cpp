@@ -205,6 +205,90 @@ TEST(GrammarMask, TriggerMustBeginTheGrammar) {
   EXPECT_THROW(Matcher(constraint, v.vocab), tessera::Error);
 }
 
+// Feeds `text` one single-byte token at a time (in the small vocabulary, token b is byte b), comparing the mask
+// with the brute force before each token; stops at the first difference or at a byte the mask refuses. Returns
+// the bytes accepted. The per-state masks are walked with nothing below their state: near PdaLimits::max_depth
+// they must not be taken as they are.
+size_t walk_comparing_masks(const std::shared_ptr<const Grammar>& grammar, const std::string& text) {
+  static const SmallVocab v;
+  auto constraint = std::make_shared<Constraint>();
+  constraint->grammar = grammar;
+  Matcher m(constraint, v.vocab);
+  TokenMask mask;
+  for (size_t i = 0;; ++i) {
+    m.fill_mask(mask);
+    const TokenMask expected =
+        brute_force_mask(grammar->automaton(), *v.vocab, testing::state_after(grammar->automaton(), text.substr(0, i)));
+    if (!(mask == expected)) {
+      mask.for_each([&](int32_t id) {
+        if (!expected.test(id))
+          ADD_FAILURE() << "after " << i << " bytes the mask allows '" << v.vocab->token_bytes(id)
+                        << "', which accept() refuses: " << !m.accept(id);
+      });
+      expected.for_each([&](int32_t id) {
+        if (!mask.test(id))
+          ADD_FAILURE() << "after " << i << " bytes the mask leaves out '" << v.vocab->token_bytes(id) << "'";
+      });
+      return i;
+    }
+    if (i == text.size() || !mask.test(uint8_t(text[i]))) return i;
+    EXPECT_TRUE(m.accept(uint8_t(text[i])));
+  }
+}
+
+TEST(GrammarMask, MasksStayExactAtTheNestingLimit) {
+  // Fuzzer finding: 255 brackets deep, "[{" (two more levels) was in the mask, from the per-state mask of a stack
+  // top walked alone, but accept() refused it: a request nested that deep failed ("the sampled token is outside
+  // the request's constraint") instead of being made to close its brackets.
+  const auto nested = testing::gbnf_grammar(R"(
+      root ::= v
+      v    ::= "[" v? "]" | "{" v? "}"
+    )");
+  const size_t opened = walk_comparing_masks(nested, std::string(400, '['));
+  EXPECT_GT(opened, 200u);
+  EXPECT_LT(opened, 300u);
+  // A rule that ends exactly at a token's last byte (m: called, not copied, being big and used twice; it calls
+  // nothing) whose caller must then go two rules deep before the next byte: at the limit the return has no room,
+  // so "x" is refused there though m alone accepts it.
+  const auto returning = testing::gbnf_grammar(R"g(
+      root ::= n
+      n    ::= "(" n ")" | "(" m a | "<" m a
+      m    ::= "x" | ")g" + std::string(300, 'z') + R"g("
+      a    ::= b a | b
+      b    ::= "y" b | "y"
+    )g");
+  for (size_t depth = 248; depth < 258; ++depth) {
+    const std::string text = std::string(depth, '(') + "<xy";
+    const size_t accepted = walk_comparing_masks(returning, text);
+    EXPECT_EQ(accepted == text.size(), depth < 253) << depth;
+  }
+}
+
+// `n` alternatives, each a rule of its own (recursive, so called rather than copied) that starts with "a": a
+// parse at `list` expands into n stacks.
+std::string many_rules(const std::string& list, int n) {
+  std::string text = list + " ::=";
+  for (int i = 0; i < n; ++i) text += std::string(i ? " |" : "") + " " + list + std::to_string(i);
+  text += "\n";
+  for (int i = 0; i < n; ++i)
+    text += list + std::to_string(i) + " ::= \"a\" | \"a\" " + list + std::to_string(i) + "\n";
+  return text;
+}
+
+TEST(GrammarMask, MasksStayExactAtTheAmbiguityLimit) {
+  // Found in review after the nesting-limit finding (same invariant, built by hand): two parses, each expanding "b"
+  // into 600 stacks, under PdaLimits::max_stacks (1024) alone but not together. The set dies on "b" (too
+  // ambiguous), yet each state's mask, walked alone, accepted it: "b" was offered and then refused by accept()
+  // instead of steering the output to "z".
+  const auto beside = testing::gbnf_grammar("root ::= p | q\np ::= \"b\" x \"1\" | \"z\" p\n"
+                                            "q ::= \"b\" x \"2\" | \"z\" q\n" + many_rules("x", 600));
+  EXPECT_EQ(walk_comparing_masks(beside, "zzb"), 2u);
+  // One parse, and a token on which its rule both ends and goes on: the return below expands into 1200 stacks,
+  // so the set dies on "b", which the state alone accepted (a parse of p goes on).
+  const auto returning = testing::gbnf_grammar("root ::= p y\np ::= \"b\" | \"b\" \"a\" p\n" + many_rules("y", 1200));
+  EXPECT_EQ(walk_comparing_masks(returning, "b"), 0u);
+}
+
 TEST(GrammarCache, CompilesOncePerKeyAndEvictsByBytes) {
   int compiles = 0;
   auto compile_regex = [&](const char* pattern) {
