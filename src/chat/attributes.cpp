@@ -141,12 +141,12 @@ Value str_method(const std::string& s, const std::string& name, const CallArgs& 
     const BoundArgs a = bind({"sub"});
     const std::string& sub = str_arg(a.get(0), name.c_str());
     if (name == "find") {
-      const size_t hit = s.find(sub);
+      const size_t hit = pystr::find(s, sub);
       return hit == std::string::npos ? int64_t(-1) : int64_t(pystr::length(std::string_view(s).substr(0, hit)));
     }
     if (sub.empty()) return int64_t(pystr::length(s) + 1);
     int64_t n = 0;
-    for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
+    for (size_t p = pystr::find(s, sub); p != std::string::npos; p = pystr::find(s, sub, p + sub.size())) ++n;
     return n;
   }
   if (name == "join") {
@@ -159,6 +159,7 @@ Value str_method(const std::string& s, const std::string& name, const CallArgs& 
         fail("sequence item {}: expected str instance, {} found", i, type_name(items[i]));
       if (i) out += s;
       out += items[i].str();
+      check_size(out.size());
     }
     return out;
   }

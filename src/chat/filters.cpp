@@ -54,6 +54,7 @@ Value filter_tojson(const Value& v, const CallArgs& args) {  // Hugging Face's t
     if (indent->is_string()) {
       o.indent = indent->str();
     } else if (indent->is_integral()) {
+      check_size(size_t(std::max<int64_t>(0, indent->as_int())));
       o.indent = std::string(size_t(std::max<int64_t>(0, indent->as_int())), ' ');
     } else {
       fail("tojson: indent must be None, an integer or a string");
@@ -233,6 +234,7 @@ Value filter_indent(const Value& v, const CallArgs& args) {  // do_indent
   const BoundArgs a("indent", args, {"width", "first", "blank"});
   const Value width = a.get_or(0, Value(int64_t(4)));
   if (!width.is_string() && !width.is_integral()) fail("indent: width must be an integer or a string");
+  if (width.is_integral()) check_size(size_t(std::max<int64_t>(0, width.as_int())));
   const std::string indention =
       width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
   const bool first = a.get(1) && truthy(*a.get(1)), blank = a.get(2) && truthy(*a.get(2));
@@ -243,12 +245,20 @@ Value filter_indent(const Value& v, const CallArgs& args) {  // do_indent
   std::vector<std::string> lines = pystr::splitlines(v.str() + "\n");
   std::string out;
   if (blank) {
-    for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + indention : std::string()) + lines[i];
+    for (size_t i = 0; i < lines.size(); ++i) {
+      out += (i ? "\n" + indention : std::string()) + lines[i];
+      check_size(out.size());
+    }
   } else {
     out = lines.empty() ? std::string() : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) out += "\n" + (lines[i].empty() ? std::string() : indention) + lines[i];
+    for (size_t i = 1; i < lines.size(); ++i) {
+      out += "\n" + (lines[i].empty() ? std::string() : indention) + lines[i];
+      check_size(out.size());
+    }
   }
-  return first ? indention + out : out;
+  if (!first) return out;
+  check_size(indention.size() + out.size());
+  return indention + out;
 }
 
 // select / reject / selectattr / rejectattr: the item (or its attribute) run through a test, or its truth.

@@ -3,6 +3,7 @@
 
 #include "chat/errors.h"
 #include "chat/operators.h"
+#include "chat/work_budget.h"
 #include "core/error.h"
 
 namespace tessera::chat {
@@ -45,6 +46,7 @@ std::string Interpreter::run(const Body& body) {
 }
 
 void Interpreter::emit(std::string_view text) {
+  charge_bytes(text.size());
   out_.append(text);
   if (out_.size() > kMaxOutputBytes) fail("the rendered prompt is larger than {} bytes", kMaxOutputBytes);
 }
@@ -59,6 +61,7 @@ Interpreter::Flow Interpreter::exec(const Body& body, Frame& frame) {
 
 Interpreter::Flow Interpreter::exec_node(const Node& node, Frame& frame) {
   try {
+    charge_work(1);
     switch (node.type) {
       case NodeType::Text: emit(static_cast<const TextNode&>(node).text); break;
       case NodeType::Output: emit(to_str(eval(*static_cast<const OutputNode&>(node).expr, frame))); break;
@@ -117,6 +120,7 @@ Interpreter::Flow Interpreter::exec_for(const ForNode& node, Frame& frame) {
   }
   const int64_t n = int64_t(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    charge_work(1);
     Frame iteration{&frame, {}};
     assign(node.target, items[size_t(i)], iteration);
     LoopInfo info;
@@ -185,6 +189,7 @@ Value Interpreter::eval_filter(const FilterExpr& expr, Frame& frame, const Value
 }
 
 Value Interpreter::eval(const Expr& expr, Frame& frame) {
+  charge_work(1);
   switch (expr.type) {
     case ExprType::Const: return static_cast<const ConstExpr&>(expr).value;
     case ExprType::Name: return lookup(static_cast<const NameExpr&>(expr).name, frame);

@@ -1,9 +1,11 @@
 // Python operator semantics.
 #include "chat/operators.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "chat/pystr.h"
+#include "chat/work_budget.h"
 #include "core/error.h"
 
 namespace tessera::chat {
@@ -44,10 +46,6 @@ void check_overflow(bool overflow) {
   if (overflow) fail("integer overflow (the chat template interpreter has 64-bit integers)");
 }
 
-void check_size(size_t bytes) {
-  if (bytes > kMaxStringBytes) fail("the result would be larger than {} bytes", kMaxStringBytes);
-}
-
 // Python's float floor division and modulo (floatobject.c's _float_div_mod).
 void float_div_mod(double vx, double wx, double& floordiv, double& mod) {
   mod = std::fmod(vx, wx);
@@ -77,9 +75,11 @@ Value repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) {
     if (n <= 0) return Value(std::string());
     check_size(repeated_size(seq.str().size(), n));
+    const size_t total = seq.str().size() * size_t(n);
     std::string out;
-    out.reserve(seq.str().size() * size_t(n));
-    for (int64_t i = 0; i < n; ++i) out += seq.str();
+    out.reserve(total);
+    out = seq.str();
+    while (out.size() < total) out.append(out, 0, std::min(out.size(), total - out.size()));  // doubling
     return Value(std::move(out));
   }
   std::vector<Value> out;
@@ -160,9 +160,13 @@ std::optional<bool> try_less(const Value& a, const Value& b) {
     const long double y = b.kind() == Kind::Float ? b.as_float() : static_cast<long double>(b.as_int());
     return x < y;
   }
-  if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 byte order is code point order
+  if (a.is_string() && b.is_string()) {
+    charge_bytes(std::min(a.str().size(), b.str().size()));
+    return a.str() < b.str();  // UTF-8 byte order is code point order
+  }
   if (is_sequence(a) && is_sequence(b) && a.flavor() == b.flavor()) {
     const auto &x = a.items(), &y = b.items();
+    charge_work(std::min(x.size(), y.size()));
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)
       if (!equals(x[i], y[i])) return try_less(x[i], y[i]);
     return x.size() < y.size();
@@ -193,6 +197,10 @@ bool hashable(const Value& v) {
 
 }  // namespace
 
+void check_size(size_t bytes) {
+  if (bytes > kMaxStringBytes) fail("the result would be larger than {} bytes", kMaxStringBytes);
+}
+
 Value binary_op(BinaryOp op, const Value& a, const Value& b) {
   if (op == BinaryOp::Mod && a.is_string()) fail("printf-style string formatting (str % value) is not supported");
   if (a.is_undefined()) a.fail_undefined();
@@ -204,6 +212,8 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
       return a.str() + b.str();
     }
     if (is_sequence(a) && is_sequence(b) && a.flavor() == b.flavor()) {
+      // As for `*`: `set ns.x = ns.x + ns.x` in a loop must not double a list without bound.
+      check_size((a.items().size() + b.items().size()) * sizeof(Value));
       std::vector<Value> out = a.items();
       out.insert(out.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(out), a.flavor());
@@ -255,11 +265,12 @@ bool contains(const Value& container, const Value& item) {
     case Kind::String:
       if (!item.is_string())
         fail("'in <string>' requires string as left operand, not {}", type_name(item));
-      return container.str().find(item.str()) != std::string::npos;
+      return pystr::find(container.str(), item.str()) != std::string::npos;
     case Kind::List:
       // The set-like views hash what they look up; a list or a generator compares item by item.
       if ((container.flavor() == Flavor::DictKeys || container.flavor() == Flavor::DictItems) && !hashable(item))
         fail("unhashable type: '{}'", type_name(item));
+      charge_work(container.items().size());
       for (const Value& v : container.items())
         if (equals(v, item)) return true;
       return false;
@@ -277,13 +288,17 @@ Value slice(const Value& object, const Value& start, const Value& stop, const Va
   if (object.is_string()) {
     const std::u32string text = pystr::decode(object.str());
     std::u32string out;
-    for (int64_t i : pystr::slice_indices(int64_t(text.size()), b, e, s.value_or(1))) out.push_back(text[size_t(i)]);
+    const pystr::SliceRange r = pystr::slice_indices(int64_t(text.size()), b, e, s.value_or(1));
+    out.reserve(size_t(r.count));
+    for (int64_t i = 0; i < r.count; ++i) out.push_back(text[size_t(r[i])]);
     return pystr::encode(out);
   }
   if (is_sequence(object)) {
     std::vector<Value> out;
     const std::vector<Value>& items = object.items();
-    for (int64_t i : pystr::slice_indices(int64_t(items.size()), b, e, s.value_or(1))) out.push_back(items[size_t(i)]);
+    const pystr::SliceRange r = pystr::slice_indices(int64_t(items.size()), b, e, s.value_or(1));
+    out.reserve(size_t(r.count));
+    for (int64_t i = 0; i < r.count; ++i) out.push_back(items[size_t(r[i])]);
     return Value::list(std::move(out), object.flavor());
   }
   // Jinja compiles a slice to a plain Python subscription (not its forgiving getitem), so these raise.

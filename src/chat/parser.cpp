@@ -98,6 +98,19 @@ class Parser {
     Parser& p;
   };
 
+  // The nesting limit for nodes that a loop builds, each around the previous one (a + b + c, x|f|g, a.b.c, a()(),
+  // x if c else y if d): the tree deepens by one per operator without the parser recursing, but evaluating and
+  // freeing it recurse once per level. Each link counts as one level until the chain ends.
+  struct ChainDepth {
+    explicit ChainDepth(Parser& p) : p(p), saved(p.depth_) {}
+    ~ChainDepth() { p.depth_ = saved; }
+    void link() {
+      if (++p.depth_ > kMaxDepth) p.fail_here("the template is nested too deeply");
+    }
+    Parser& p;
+    int saved;
+  };
+
   // ---- statements ----
 
   // Parses template data, {{ }} and {% %} until a block tag whose name is in `end_tags` (left current) or the
@@ -295,7 +308,9 @@ class Parser {
     if (!with_condexpr) return parse_or();
     const int ln = line();
     ExprPtr expr = parse_or();
+    ChainDepth chain(*this);
     while (skip_name("if")) {
+      chain.link();
       ExprPtr test = parse_or();
       ExprPtr otherwise = skip_name("else") ? parse_expression(true) : nullptr;
       expr = std::make_unique<CondExpr>(std::move(test), std::move(expr), std::move(otherwise), ln);
@@ -309,7 +324,9 @@ class Parser {
   template <typename Match>
   ExprPtr parse_left_assoc(ExprPtr (Parser::*next)(), Match match) {
     ExprPtr left = (this->*next)();
+    ChainDepth chain(*this);
     while (const Operator op = match()) {
+      chain.link();
       const int ln = line();
       advance();
       left = std::make_unique<BinaryExpr>(op->first, op->second, std::move(left), (this->*next)(), ln);
@@ -484,10 +501,13 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
+    ChainDepth chain(*this);
     while (true) {
       if (is_op(".") || is_op("[")) {
+        chain.link();
         node = parse_subscript(std::move(node));
       } else if (is_op("(")) {
+        chain.link();
         node = parse_call(std::move(node));
       } else {
         return node;
@@ -496,12 +516,15 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
+    ChainDepth chain(*this);
     while (true) {
       if (is_op("|")) {
-        node = parse_filters(std::move(node));
+        node = parse_filters(std::move(node));  // counts its own links
       } else if (is_name("is")) {
+        chain.link();
         node = parse_test(std::move(node));
       } else if (is_op("(")) {
+        chain.link();
         node = parse_call(std::move(node));
       } else {
         return node;
@@ -584,7 +607,9 @@ class Parser {
 
   // value | f | g(args): `value` is null in a {% set x | f %} block.
   ExprPtr parse_filters(ExprPtr value) {
+    ChainDepth chain(*this);
     while (skip_op("|")) {
+      chain.link();
       const Token& name_tok = cur();
       const int ln = line();
       const std::string name = dotted_name();

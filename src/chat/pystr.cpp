@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "chat/operators.h"
 #include "chat/unicode_tables.h"
+#include "chat/work_budget.h"
 #include "core/error.h"
 #include "core/utf8.h"
 
@@ -28,6 +30,14 @@ char32_t ascii_upper(char32_t c) { return c >= 'a' && c <= 'z' ? c - 32 : c; }
 char32_t ascii_lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 bool ascii_letter(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
+// Before appending one more part to a split's result: 'xy' * 30000000 splits into 30 million strings, which the
+// list size limit refuses before they are made (each becomes a Value) and the work budget counts.
+template <typename Parts>
+void add_part(const Parts& parts) {
+  check_size((parts.size() + 1) * sizeof(Value));
+  charge_work(1);
+}
+
 // Python splits on white space by skipping runs of it; this finds the parts of `text` between runs.
 std::vector<std::u32string> split_whitespace(std::u32string_view s, int64_t maxsplit, bool from_right) {
   std::vector<std::u32string> parts;
@@ -37,11 +47,13 @@ std::vector<std::u32string> split_whitespace(std::u32string_view s, int64_t maxs
       while (i < s.size() && py_space(s[i])) ++i;
       if (i == s.size()) break;
       if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {  // the rest, trailing white space included
+        add_part(parts);
         parts.emplace_back(s.substr(i));
         break;
       }
       size_t j = i;
       while (j < s.size() && !py_space(s[j])) ++j;
+      add_part(parts);
       parts.emplace_back(s.substr(i, j - i));
       i = j;
     }
@@ -52,11 +64,13 @@ std::vector<std::u32string> split_whitespace(std::u32string_view s, int64_t maxs
     while (i > 0 && py_space(s[i - 1])) --i;
     if (i == 0) break;
     if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {  // the rest, leading white space included
+      add_part(parts);
       parts.emplace_back(s.substr(0, i));
       break;
     }
     size_t j = i;
     while (j > 0 && !py_space(s[j - 1])) --j;
+    add_part(parts);
     parts.emplace_back(s.substr(j, i - j));
     i = j;
   }
@@ -64,9 +78,62 @@ std::vector<std::u32string> split_whitespace(std::u32string_view s, int64_t maxs
   return parts;
 }
 
+// Knuth-Morris-Pratt: where the first match of the pattern (length m, byte i is p(i)) starts in the text (length
+// n, byte i is t(i)), or npos. Through accessors so that the same code searches backwards.
+template <typename Pattern, typename Text>
+size_t kmp_search(size_t m, Pattern p, size_t n, Text t) {
+  std::vector<size_t> border(m, 0);  // border[i]: the longest proper prefix of p[0..i] that is also its suffix
+  for (size_t i = 1, k = 0; i < m; ++i) {
+    while (k > 0 && p(i) != p(k)) k = border[k - 1];
+    if (p(i) == p(k)) ++k;
+    border[i] = k;
+  }
+  for (size_t i = 0, k = 0; i < n; ++i) {
+    while (k > 0 && t(i) != p(k)) k = border[k - 1];
+    if (t(i) == p(k)) ++k;
+    if (k == m) return i + 1 - m;
+  }
+  return std::string_view::npos;
+}
+
+// Below this pattern length the library search (memchr, then a compare per candidate) is linear enough.
+constexpr size_t kShortPattern = 32;
+
 }  // namespace
 
+size_t find(std::string_view text, std::string_view sub, size_t start) {
+  if (start > text.size()) return std::string_view::npos;
+  size_t hit = std::string_view::npos;
+  if (sub.size() <= kShortPattern) {
+    hit = text.find(sub, start);
+    charge_bytes((hit == std::string_view::npos ? text.size() : hit + sub.size()) - start);
+  } else {
+    const std::string_view t = text.substr(start);
+    hit = kmp_search(sub.size(), [&](size_t i) { return sub[i]; }, t.size(), [&](size_t i) { return t[i]; });
+    charge_chars(sub.size() + (hit == std::string_view::npos ? t.size() : hit + sub.size()));
+    if (hit != std::string_view::npos) hit += start;
+  }
+  return hit;
+}
+
+size_t rfind(std::string_view text, std::string_view sub, size_t end) {
+  end = std::min(end, text.size());
+  if (sub.size() > end) return std::string_view::npos;
+  size_t hit = std::string_view::npos;
+  if (sub.size() <= kShortPattern) {
+    hit = text.substr(0, end).rfind(sub);
+    charge_bytes(end - (hit == std::string_view::npos ? 0 : hit));
+  } else {
+    const size_t m = sub.size();
+    const size_t r = kmp_search(m, [&](size_t i) { return sub[m - 1 - i]; }, end, [&](size_t i) { return text[end - 1 - i]; });
+    if (r != std::string_view::npos) hit = end - r - m;
+    charge_chars(m + end - (hit == std::string_view::npos ? 0 : hit));
+  }
+  return hit;
+}
+
 std::u32string decode(std::string_view text) {
+  charge_chars(text.size());
   std::u32string out;
   out.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) out.push_back(utf8::decode(text, pos));
@@ -81,6 +148,7 @@ std::string encode(std::u32string_view text) {
 }
 
 size_t length(std::string_view text) {
+  charge_bytes(text.size());
   size_t n = 0;
   for (unsigned char c : text) n += (c & 0xC0) != 0x80;  // count lead bytes
   return n;
@@ -88,8 +156,10 @@ size_t length(std::string_view text) {
 
 std::string strip(std::string_view text, Side side, const std::optional<std::string>& chars) {
   const std::u32string s = decode(text);
-  const std::u32string set = chars ? decode(*chars) : std::u32string();
-  auto strippable = [&](char32_t c) { return chars ? set.find(c) != std::u32string::npos : py_space(c); };
+  std::u32string set = chars ? decode(*chars) : std::u32string();
+  std::sort(set.begin(), set.end());  // a binary search per character: `chars` may be as long as the text
+  set.erase(std::unique(set.begin(), set.end()), set.end());
+  auto strippable = [&](char32_t c) { return chars ? std::binary_search(set.begin(), set.end(), c) : py_space(c); };
   size_t b = 0, e = s.size();
   if (side != Side::Right)
     while (b < e && strippable(s[b])) ++b;
@@ -110,8 +180,9 @@ std::vector<std::string> split(std::string_view text, const std::optional<std::s
   if (!from_right) {
     size_t start = 0;
     while (maxsplit < 0 || int64_t(out.size()) < maxsplit) {
-      const size_t hit = text.find(*sep, start);
+      const size_t hit = find(text, *sep, start);
       if (hit == std::string_view::npos) break;
+      add_part(out);
       out.emplace_back(text.substr(start, hit - start));
       start = hit + sep->size();
     }
@@ -121,8 +192,9 @@ std::vector<std::string> split(std::string_view text, const std::optional<std::s
   size_t end = text.size();
   while (maxsplit < 0 || int64_t(out.size()) < maxsplit) {
     if (end < sep->size()) break;
-    const size_t hit = text.rfind(*sep, end - sep->size());
+    const size_t hit = rfind(text, *sep, end);
     if (hit == std::string_view::npos) break;
+    add_part(out);
     out.emplace_back(text.substr(hit + sep->size(), end - hit - sep->size()));
     end = hit;
   }
@@ -137,6 +209,7 @@ std::vector<std::string> splitlines(std::string_view text) {
   size_t start = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     if (!is_line_break(s[i])) continue;
+    add_part(out);
     out.push_back(encode(std::u32string_view(s).substr(start, i - start)));
     if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
     start = i + 1;
@@ -154,6 +227,7 @@ std::string replace(std::string_view text, std::string_view old, std::string_vie
     while (true) {
       if (count >= 0 && done >= count) break;
       out.append(replacement);
+      check_size(out.size());
       ++done;
       if (pos >= text.size()) break;
       const size_t next = pos + utf8::char_length(text, pos);
@@ -165,10 +239,11 @@ std::string replace(std::string_view text, std::string_view old, std::string_vie
   }
   size_t start = 0;
   while (count < 0 || done < count) {
-    const size_t hit = text.find(old, start);
+    const size_t hit = find(text, old, start);
     if (hit == std::string_view::npos) break;
     out.append(text.substr(start, hit - start));
     out.append(replacement);
+    check_size(out.size());
     start = hit + old.size();
     ++done;
   }
@@ -213,8 +288,16 @@ std::string repr(std::string_view text) {
   const bool has_single = text.find('\'') != std::string_view::npos;
   const bool has_double = text.find('"') != std::string_view::npos;
   const char quote = has_single && !has_double ? '"' : '\'';
+  charge_chars(text.size());
   std::string out(1, quote);
+  out.reserve(text.size() + 2);
   for (size_t pos = 0; pos < text.size();) {
+    const char b = text[pos];
+    if (b >= 0x20 && b < 0x7F && b != quote && b != '\\') {  // printable ASCII, by far the most common
+      out.push_back(b);
+      ++pos;
+      continue;
+    }
     const size_t begin = pos;
     const uint32_t c = utf8::decode(text, pos);
     if (c == static_cast<uint32_t>(quote) || c == '\\') {
@@ -277,8 +360,9 @@ std::string float_repr(double value) {
   return out + exp;
 }
 
-std::vector<int64_t> slice_indices(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
-                                   int64_t step) {
+SliceRange slice_indices(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) {
+  // CPython clamps the step so that -step cannot overflow.
+  if (step < -INT64_MAX) step = -INT64_MAX;
   // PySlice_AdjustIndices: negative bounds count from the end, then clamp to the range the step can visit.
   auto adjust = [&](std::optional<int64_t> v, int64_t fallback) {
     if (!v) return fallback;
@@ -293,12 +377,12 @@ std::vector<int64_t> slice_indices(int64_t length, std::optional<int64_t> start,
   };
   const int64_t b = adjust(start, step < 0 ? length - 1 : 0);
   const int64_t e = adjust(stop, step < 0 ? -1 : length);
-  std::vector<int64_t> out;
-  if (step > 0)
-    for (int64_t i = b; i < e; i += step) out.push_back(i);
-  else
-    for (int64_t i = b; i > e; i += step) out.push_back(i);
-  return out;
+  // The count as PySlice_AdjustIndices computes it: b and e lie in [-1, length], so nothing overflows, and
+  // neither does start + i * step for i < count (it stays between b and e).
+  int64_t count = 0;
+  if (step > 0 && b < e) count = (e - b - 1) / step + 1;
+  if (step < 0 && e < b) count = (b - e - 1) / -step + 1;
+  return SliceRange{b, step, count};
 }
 
 }  // namespace tessera::chat::pystr

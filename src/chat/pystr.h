@@ -29,7 +29,15 @@ std::vector<std::string> split(std::string_view text, const std::optional<std::s
 // \x85, U+2028, U+2029).
 std::vector<std::string> splitlines(std::string_view text);
 
-// str.replace(old, new, count); an empty `old` inserts `replacement` around every code point.
+// The first position at or after `start` where `sub` occurs in `text`, or npos; rfind: the last position where
+// `sub` occurs within text[0, end). Byte-wise, which is exact on valid UTF-8. Linear in the text whatever the
+// pattern (a plain search spends text × pattern steps looking for "aa…ab" in "aaa…"), and charged to the render's
+// work budget by the bytes scanned.
+size_t find(std::string_view text, std::string_view sub, size_t start = 0);
+size_t rfind(std::string_view text, std::string_view sub, size_t end);
+
+// str.replace(old, new, count); an empty `old` inserts `replacement` around every code point. Throws Error when
+// the result would pass kMaxStringBytes.
 std::string replace(std::string_view text, std::string_view old, std::string_view replacement, int64_t count);
 
 // Case mapping of ASCII letters; throws Error naming `what` when the text holds a non-ASCII character that
@@ -47,9 +55,14 @@ std::string repr(std::string_view text);
 // scientific ("1e+16", "1e-05") otherwise; "inf", "-inf", "nan".
 std::string float_repr(double value);
 
-// Slice bounds as PySlice_AdjustIndices computes them for a sequence of `length`; `step` must not be 0.
-// Returns the indices the slice visits, in order.
-std::vector<int64_t> slice_indices(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
-                                   int64_t step);
+// The indices a slice visits, in order: start + i * step for i in [0, count).
+struct SliceRange {
+  int64_t start = 0, step = 1, count = 0;
+  int64_t operator[](int64_t i) const { return start + i * step; }
+};
+
+// Slice bounds as PySlice_AdjustIndices computes them for a sequence of `length`; `step` must not be 0. Any
+// int64 bounds and step are fine (a step of 2**63-1 visits one index).
+SliceRange slice_indices(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step);
 
 }  // namespace tessera::chat::pystr

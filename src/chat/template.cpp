@@ -12,6 +12,7 @@ Template Template::parse(std::string_view source) {
 }
 
 std::string Template::render(const Dict& context, const RenderOptions& options) const {
+  const WorkBudget budget(options.max_work);
   return Interpreter(context, options.now).run(*body_);
 }
 

@@ -12,11 +12,13 @@
 #include "chat/builtins.h"
 #include "chat/errors.h"
 #include "chat/value.h"
+#include "chat/work_budget.h"
 
 namespace tessera::chat {
 
 struct RenderOptions {
   Clock now;  // strftime_now's clock; empty: the system clock
+  uint64_t max_work = kDefaultMaxWork;  // the render's work budget (chat/work_budget.h)
 };
 
 class Template {
@@ -26,7 +28,8 @@ class Template {
   static Template parse(std::string_view source);
 
   // Renders with `context` as the template's variables. Throws RaisedError for the template's own
-  // raise_exception(), RenderError for what Python would raise (or an unsupported operation on these values).
+  // raise_exception(), RenderError for what Python would raise (or an unsupported operation on these values) and
+  // for a render that passes the interpreter's limits (output and string sizes, nesting, work budget).
   std::string render(const Dict& context, const RenderOptions& options = {}) const;
 
  private:

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "chat/operators.h"
 #include "chat/pystr.h"
+#include "chat/work_budget.h"
 #include "core/error.h"
 #include "core/utf8.h"
 
@@ -19,8 +21,15 @@ void append_u_escape(std::string& out, uint32_t unit) {
 }
 
 void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
+  charge_chars(s.size());
   out.push_back('"');
   for (size_t pos = 0; pos < s.size();) {
+    const char b = s[pos];
+    if (b >= 0x20 && b < 0x7F && b != '"' && b != '\\') {  // printable ASCII: as it is, with or without ensure_ascii
+      out.push_back(b);
+      ++pos;
+      continue;
+    }
     const size_t begin = pos;
     const uint32_t c = utf8::decode(s, pos);
     switch (c) {
@@ -57,6 +66,7 @@ class Dumper {
 
   void dump(const Value& v, int level) {
     if (level > kMaxNesting) fail("values nested deeper than {} levels are not JSON serializable here", kMaxNesting);
+    check_size(out_.size());  // a list repeating one long string many times
     switch (v.kind()) {
       case Kind::None: out_ += "null"; return;
       case Kind::Bool: out_ += v.as_bool() ? "true" : "false"; return;
@@ -93,6 +103,8 @@ class Dumper {
   }
   void newline(int level) {
     if (!o_.indent) return;
+    // An indent repeats once per level on every line: [[...]] | tojson(indent=10**6) must not take gigabytes.
+    check_size(out_.size() + 1 + size_t(level) * o_.indent->size());
     out_.push_back('\n');
     for (int i = 0; i < level; ++i) out_ += *o_.indent;
   }

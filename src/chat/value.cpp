@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "chat/operators.h"
 #include "chat/pystr.h"
+#include "chat/work_budget.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/utf8.h"
@@ -67,6 +69,7 @@ std::string join_repr(const std::vector<Value>& items) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
     out += repr(items[i]);
+    check_size(out.size());  // ['x' * 10**7] * 1000 prints 10 GB
   }
   return out;
 }
@@ -79,6 +82,7 @@ std::string dict_repr(const Dict& d) {
     if (!first) out += ", ";
     first = false;
     out += pystr::repr(k) + ": " + repr(v);
+    check_size(out.size());
   }
   return out + "}";
 }
@@ -93,6 +97,7 @@ bool numbers_equal(const Value& a, const Value& b) {
 }
 
 bool contains_equal(const std::vector<Value>& items, const Value& x) {
+  charge_work(items.size());
   for (const Value& v : items)
     if (equals(v, x)) return true;
   return false;
@@ -152,9 +157,13 @@ Value Value::none() {
 Value::Value(bool b) : kind_(Kind::Bool), i_(0) { b_ = b; }
 Value::Value(int64_t i) : kind_(Kind::Int), i_(i) {}
 Value::Value(double f) : kind_(Kind::Float), f_(f) {}
-Value::Value(std::string s) : kind_(Kind::String), i_(0), ptr_(std::make_shared<std::string>(std::move(s))) {}
+Value::Value(std::string s) : kind_(Kind::String), i_(0) {
+  charge_bytes(s.size());
+  ptr_ = std::make_shared<std::string>(std::move(s));
+}
 
 Value Value::list(std::vector<Value> items, Flavor flavor) {
+  charge_work(items.size());
   int depth = 0;
   for (const Value& item : items) depth = std::max(depth, item.depth());
   return shared(Kind::List, std::make_shared<ListData>(ListData{std::move(items), flavor}), depth + 1);
@@ -162,8 +171,15 @@ Value Value::list(std::vector<Value> items, Flavor flavor) {
 
 Value Value::range(int64_t start, int64_t stop, int64_t step) {
   TESSERA_CHECK(step != 0);
+  // len(range) as CPython computes it, in unsigned arithmetic: stop - start and start + i * step must not
+  // overflow (range(2**63 - 3, 2**63 - 1, 5) is [2**63 - 3], not a wrap-around).
+  const bool up = step > 0;
+  const uint64_t span = up ? uint64_t(stop) - uint64_t(start) : uint64_t(start) - uint64_t(stop);
+  const uint64_t stride = up ? uint64_t(step) : uint64_t(0) - uint64_t(step);
+  const uint64_t n = (up ? start < stop : start > stop) ? (span - 1) / stride + 1 : 0;
   std::vector<Value> items;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.emplace_back(i);
+  items.reserve(size_t(n));
+  for (uint64_t i = 0; i < n; ++i) items.emplace_back(int64_t(uint64_t(start) + i * uint64_t(step)));
   Value v = list(std::move(items), Flavor::Range);
   int64_t* args = static_cast<ListData*>(v.ptr_.get())->range_args;
   args[0] = start;
@@ -182,6 +198,7 @@ Value Value::shared(Kind kind, std::shared_ptr<void> data, int depth) {
 }
 
 Value Value::dict(Dict d) {
+  charge_work(d.size());
   const int depth = child_depth(d) + 1;
   return shared(Kind::Dict, std::make_shared<Dict>(std::move(d)), depth);
 }
@@ -254,13 +271,41 @@ void Value::fail_undefined() const { throw Error(undefined_message()); }
 
 // ---- Dict ----
 
+Dict::Dict(const Dict& other) : entries_(other.entries_) {
+  if (other.index_) index_ = std::make_unique<Index>(*other.index_);
+}
+
+Dict& Dict::operator=(const Dict& other) {
+  if (this != &other) *this = Dict(other);
+  return *this;
+}
+
+void Dict::build_index() {
+  index_ = std::make_unique<Index>();
+  index_->reserve(entries_.size() * 2);
+  for (size_t i = 0; i < entries_.size(); ++i) index_->emplace(entries_[i].first, i);
+}
+
 const Value* Dict::find(std::string_view key) const {
+  if (index_) {
+    const auto it = index_->find(key);
+    return it == index_->end() ? nullptr : &entries_[it->second].second;
+  }
   for (const auto& [k, v] : entries_)
     if (k == key) return &v;
   return nullptr;
 }
 
 void Dict::set(std::string key, Value value) {
+  if (index_) {
+    if (const auto it = index_->find(key); it != index_->end()) {
+      entries_[it->second].second = std::move(value);
+      return;
+    }
+    index_->emplace(key, entries_.size());
+    entries_.emplace_back(std::move(key), std::move(value));
+    return;
+  }
   for (auto& [k, v] : entries_) {
     if (k == key) {
       v = std::move(value);
@@ -268,6 +313,7 @@ void Dict::set(std::string key, Value value) {
     }
   }
   entries_.emplace_back(std::move(key), std::move(value));
+  if (entries_.size() >= kIndexFrom) build_index();
 }
 
 // ---- Python semantics ----
@@ -295,13 +341,16 @@ bool equals(const Value& a, const Value& b) {
   switch (a.kind()) {
     case Kind::Undefined:
     case Kind::None: return true;
-    case Kind::String: return a.str() == b.str();
+    case Kind::String:
+      if (a.str().size() == b.str().size()) charge_bytes(a.str().size());
+      return a.str() == b.str();
     case Kind::List: {
       const NestingGuard guard;
       const Flavor fa = a.flavor(), fb = b.flavor();
       if (fa != fb || fa == Flavor::Generator || fa == Flavor::DictValues) return a.identity() == b.identity();
       const auto &x = a.items(), &y = b.items();
       if (x.size() != y.size()) return false;
+      charge_work(x.size());
       if (fa == Flavor::DictKeys || fa == Flavor::DictItems) {  // set-like views: equal as sets
         for (const Value& e : x)
           if (!contains_equal(y, e)) return false;
@@ -315,6 +364,7 @@ bool equals(const Value& a, const Value& b) {
       const NestingGuard guard;
       const Dict &x = a.dict(), &y = b.dict();
       if (x.size() != y.size()) return false;
+      charge_work(x.size());
       for (const auto& [k, v] : x.entries()) {
         const Value* w = y.find(k);
         if (!w || !equals(v, *w)) return false;
@@ -394,6 +444,11 @@ std::vector<Value> iterate(const Value& v) {
   switch (v.kind()) {
     case Kind::Undefined: return {};
     case Kind::String: {
+      // One Value (and one small string) per character: the limit on list sizes keeps a long text from
+      // turning into gigabytes.
+      const size_t n = pystr::length(v.str());
+      check_size(n * sizeof(Value));
+      charge_work(n);
       std::vector<Value> out;
       const std::string& s = v.str();
       for (size_t pos = 0; pos < s.size();) {
@@ -403,8 +458,9 @@ std::vector<Value> iterate(const Value& v) {
       }
       return out;
     }
-    case Kind::List: return v.items();
+    case Kind::List: charge_work(v.items().size()); return v.items();
     case Kind::Dict: {
+      charge_work(v.dict().size());
       std::vector<Value> keys;
       for (const auto& [k, _] : v.dict().entries()) keys.emplace_back(k);
       return keys;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -97,18 +98,38 @@ class Value {
 };
 
 // An insertion-ordered str-keyed mapping, as Python's dict (JSON objects and template dict literals have
-// string keys only). Lookups are linear: the dicts a chat template meets have a handful of keys.
+// string keys only). Lookups scan the handful of keys a chat template's dicts usually have; from kIndexFrom keys
+// on a hash index takes over, as a client's JSON (tools, chat_template_kwargs) may hold thousands, and scanning
+// them per lookup would make building and reading such a dict quadratic.
 class Dict {
  public:
+  Dict() = default;
+  Dict(const Dict& other);
+  Dict& operator=(const Dict& other);
+  Dict(Dict&&) noexcept = default;
+  Dict& operator=(Dict&&) noexcept = default;
+
   const Value* find(std::string_view key) const;
   void set(std::string key, Value value);  // replaces in place, or appends
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
-  void clear() { entries_.clear(); }
+  void clear() {
+    entries_.clear();
+    index_.reset();
+  }
 
  private:
+  static constexpr size_t kIndexFrom = 16;
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view key) const { return std::hash<std::string_view>()(key); }
+  };
+  using Index = std::unordered_map<std::string, size_t, KeyHash, std::equal_to<>>;
+  void build_index();
+
   std::vector<std::pair<std::string, Value>> entries_;
+  std::unique_ptr<Index> index_;  // key -> position in entries_; only from kIndexFrom entries on
 };
 
 // Jinja's `loop` inside a for loop: the attributes are computed from these (index = index0 + 1, ...).

@@ -243,6 +243,9 @@ TEST(ChatTemplateReference, ConstructsMatchJinja2) {
       "{{ l[0] }} {{ l[-1] }} {{ l[5] }} {{ s[2] }} {{ s[-3:] }} {{ s[::2] }} {{ l[::-1] }} {{ l[1:2] }} {{ words.1 }}",
       "{{ d['a'] }} {{ d.a }} {{ d.missing }} {{ d['c'][1]['k'] }} {{ msgs[2].name }} {{ msgs[0].name }}",
       "{{ uni[1] }} {{ uni[::-1] }} {{ uni[4:7] }} {{ uni | length }}",
+      "{{ s[1::9223372036854775807] }} {{ l[::-9223372036854775807-1] }} {{ uni[-2:-99:-9223372036854775807] }}",
+      "{{ range(9223372036854775800, 9223372036854775807, 5) | list }} {{ range(-9223372036854775807-1, 0, "
+      "4611686018427387904) | list }} {{ range(-9223372036854775800, -9223372036854775807-1, -5) | list }}",
       // loops
       "{% for m in msgs %}{{ loop.index0 }}:{{ m.role }}{% if not loop.last %},{% endif %}{% endfor %}",
       "{% for a in nested %}{% for b in a %}{{ loop.depth }}{{ b }}{% endfor %}{{ loop.depth }}{% endfor %}",
@@ -291,6 +294,10 @@ TEST(ChatTemplateReference, ConstructsMatchJinja2) {
       "{{ s.startswith('  H') }}{{ s.endswith(('x', '  ')) }}{{ s.startswith('é', 3) }}",
       "{{ s.replace('l', '') }} {{ 'Hello, World'.upper() }} {{ '日本 ok'.upper() }} {{ 'hello wORLD 3x'.title() }} {{ 'hELLO'.capitalize() }}",
       "{{ s.find('World') }} {{ uni.find('👩') }} {{ s.count('l') }} {{ '-'.join(words) }} {{ s.removeprefix('  ') }}",
+      // separators past the short-pattern search
+      "{% set p = 'ab' * 20 %}{{ (p * 3 ~ 'a').split(p) }} {{ ('x' ~ p * 3 ~ 'a').rsplit(p, 1) }} {{ (p * 5).count(p * 2) }}"
+      "{{ ('c' ~ p ~ 'c' ~ p).find(p) }} {{ ('c' ~ p ~ p).replace(p, '-') }} {{ ('a' * 50).rsplit('a' * 40) }} "
+      "{{ ('a' * 50).split('a' * 40, 1) }} {{ (p ~ 'x') in (p * 2 ~ 'x') }} {{ ('ba' * 30).strip('ab' * 20) }}",
       "{{ d.get('a') }} {{ d.get('zz') }} {{ d.get('zz', 5) }} {{ d.items() | list }}",
       // globals and whitespace-sensitive output
       "{{ range(3) | list }} {{ range(2, 8, 3) | list }} {{ range(5, 0, -2) | list }} {{ dict(a=1, b=[2]) }}",

@@ -193,6 +193,114 @@ TEST(ChatTemplate, NestingIsBounded) {
             "chat template line 1, column 70: the template is nested too deeply");
 }
 
+// Slice steps and range bounds near the int64 limits: the index arithmetic overflowed (UBSan; in a release
+// build a wrapped index read outside the string). Expectations from jinja2.
+TEST(ChatTemplate, SlicesAndRangesNearTheInt64Limits) {
+  EXPECT_EQ(render("{{ 'abc'[1::9223372036854775807] }}|{{ [1,2,3][1::9223372036854775807] }}|"
+                   "{{ 'abc'[::-9223372036854775807-1] }}|{{ [1,2,3][-1:-5:-9223372036854775807] }}"),
+            "b|[2]|c|[3]");
+  EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 5)|list }}"
+                   "{{ range(-9223372036854775807-1, 9223372036854775807, 4611686018427387904)|list }}"
+                   "{{ range(-9223372036854775800, -9223372036854775807-1, -5)|list }}"),
+            "[9223372036854775800, 9223372036854775805][-9223372036854775808, -4611686018427387904, 0, "
+            "4611686018427387904][-9223372036854775800, -9223372036854775805]");
+}
+
+// a + b + c, x|f|g, a.b.c, f()(), x if c if d: each operator wraps the tree built so far, without the parser
+// recursing, so only the parser's count of links keeps evaluating (and freeing) it from overflowing the stack.
+TEST(ChatTemplate, LongOperatorChainsCountAsNesting) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::string too_deep = "the template is nested too deeply";
+  for (const std::string& chain : {repeat("1+", 100000) + "1", repeat("1*", 100000) + "1",
+                                   "x" + repeat("|trim", 100000), "x" + repeat(".a", 100000), "x" + repeat("[0]", 100000),
+                                   "range" + repeat("()", 100000), "x" + repeat(" is eq(1)", 100000),
+                                   "1" + repeat(" if x", 100000), repeat("x and ", 100000) + "x"}) {
+    const std::string error = error_of<SyntaxError>("{{ " + chain + " }}");
+    EXPECT_NE(error.find(too_deep), std::string::npos) << chain.substr(0, 20) << ": " << error;
+  }
+  // Chains as long as templates write them are fine.
+  EXPECT_EQ(render("{{ " + repeat("1+", 150) + "1 }}"), "151");
+  EXPECT_EQ(render("{{ ' x '" + repeat("|trim", 150) + " }}"), "x");
+}
+
+// Every operation that can multiply the size of its input stops at the string limit instead of allocating
+// gigabytes (or throwing std::bad_alloc, which is no tessera::Error).
+TEST(ChatTemplate, SizeLimitsCoverEveryOperationThatMultiplies) {
+  const std::string too_large = "the result would be larger than 67108864 bytes";
+  for (const char* source : {
+           "{{ 'a'|indent(100000000000) }}",                                   // the indent string itself
+           "{{ ('a\\n' * 1000)|indent(100000) }}",                              // lines × width
+           "{{ [1]|tojson(indent=100000000000) }}",
+           "{{ ([[[[[1]]]]] * 1000)|tojson(indent=20000) }}",                   // levels × indent × lines
+           "{% set x = ('a' * 100)|replace('', 'b' * 1000000) %}",              // around every character
+           "{% set x = ('a' * 1000)|replace('a', 'b' * 100000) %}",
+           "{% set x = ('a' * 100).replace('a', 'b' * 1000000) %}",
+           "{% set x = ('b' * 1000000).join('a' * 100) %}",                     // the separator between many items
+           "{% set ns = namespace(x=[1]) %}{% for i in range(40) %}{% set ns.x = ns.x + ns.x %}{% endfor %}",
+           "{% set x = (['x' * 1000000] * 100)|string %}",                      // printing shares nothing
+           "{% set x = (['x' * 1000000] * 100)|tojson %}",
+           "{% set x = ('x' * 3000000)|list %}",                                // one value per character
+           "{% set x = ('xy' * 30000000).split('y') %}",                        // one value per part
+           "{% set x = ('x ' * 30000000).split() %}",
+           "{% set x = ('x\\n' * 30000000).splitlines() %}",
+       }) {
+    EXPECT_EQ(error_of<RenderError>(source), "chat template line 1: " + too_large) << source;
+  }
+}
+
+// Loops and scans that would hold a thread for hours spend the render's work budget and fail.
+TEST(ChatTemplate, WorkBudgetStopsRunawayTemplates) {
+  const std::string spent =
+      "the template did more work than a render may do (33554432 units: loops, expressions, bytes of text)";
+  EXPECT_EQ(error_of<RenderError>("\n{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+            "chat template line 2: " + spent);
+  EXPECT_EQ(error_of<RenderError>("{% set b = 'x' * 60000000 %}{% for i in range(1000) %}{% if b|length %}{% endif %}"
+                                  "{% endfor %}"),
+            "chat template line 1: " + spent);
+  // The budget is per render, and the caller can choose it.
+  const Template nested = Template::parse("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}");
+  RenderOptions small;
+  small.max_work = 100000;
+  EXPECT_THROW(nested.render(Dict(), small), RenderError);
+  EXPECT_EQ(nested.render(Dict()), "");
+  EXPECT_EQ(nested.render(Dict()), "");
+}
+
+// Substring search (in, find, count, split, rsplit, replace) and strip(chars) take time linear in the text
+// whatever the pattern: a plain search for 'aa…ab' in 'aaa…' compares text × pattern bytes.
+TEST(ChatTemplate, SubstringSearchIsLinear) {
+  const std::string big = "{% set t = 'a' * 10000000 %}{% set p = 'a' * 200000 ~ 'b' %}";
+  EXPECT_EQ(render(big + "{{ p in t }}{{ t.find(p) }}{{ t.count(p) }}{{ t.split(p)|length }}{{ t.rsplit(p)|length }}"
+                         "{{ t.replace(p, 'x') == t }}"),
+            "False-1011True");
+  EXPECT_EQ(render(big + "{{ (t ~ p).find(p) }} {{ (p ~ t ~ p).rsplit(p)|map('length')|list }} {{ t.strip(p)|length }}"),
+            "10000000 [0, 10000000, 0] 0");
+  // The long-pattern search agrees with Python on overlapping and repeated separators.
+  EXPECT_EQ(render("{% set s = 'ab' * 20 %}{{ (s * 3 ~ 'a').split(s) }}|{{ ('x' ~ s * 3 ~ 'a').rsplit(s, 1)|map('length')|list }}|"
+                   "{{ (s * 5).count(s * 2) }}|{{ ('c' ~ s ~ 'c' ~ s).find(s) }}|{{ ('c' ~ s ~ 'c' ~ s).replace(s, '-') }}|"
+                   "{{ ('a' * 50).rsplit('a' * 40) }}|{{ ('a' * 50).split('a' * 40) }}"),
+            "['', '', '', 'a']|[81, 1]|2|1|c-c-|['aaaaaaaaaa', '']|['', 'aaaaaaaaaa']");
+}
+
+// Past 16 keys a dict is indexed: lookups, replacement, order and copies behave as before.
+TEST(ChatTemplate, LargeDictsKeepPythonSemantics) {
+  ordered_json ctx = {{"d", ordered_json::object()}};
+  for (int i = 0; i < 1000; ++i) ctx["d"]["k" + std::to_string(999 - i)] = i;
+  EXPECT_EQ(render("{{ d.k0 }} {{ d['k999'] }} {{ d.get('k500') }} {{ 'k3' in d }} {{ 'k1000' in d }} {{ d|length }} "
+                   "{{ (d|list)[:3] }} {{ d.nope is defined }}", ctx),
+            "999 0 499 True False 1000 ['k999', 'k998', 'k997'] False");
+  EXPECT_EQ(render("{% set e = dict(d, k0='new', extra=1) %}{{ e.k0 }} {{ d.k0 }} {{ e|length }} {{ (e|list)[-1] }} "
+                   "{{ dict(d.items() | list + [('k5', 'x')])['k5'] }} {{ dict(d.items())|length }}", ctx),
+            "new 999 1001 extra x 1000");
+  EXPECT_EQ(render("{% set ns = namespace(d) %}{% for i in range(40) %}{% set ns.k7 = ns.k7 + i %}{% set ns.n = i %}"
+                   "{% endfor %}{{ ns.k7 }} {{ ns.n }} {{ ns.k999 }}", ctx),
+            "1772 39 0");
+}
+
 // Every prefix of every real template either renders or throws a tessera::Error: truncated input must never
 // crash the interpreter (run under the sanitizer build too).
 TEST(ChatTemplate, TruncatedTemplatesFailCleanly) {
