@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/json_nesting.h"
 #include "server/errors.h"
 
 namespace tessera::server {
@@ -14,27 +15,6 @@ using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& param, const std::string& what) {
   throw ApiException(ErrorCode::InvalidRequest, "'" + param + "' " + what, param);
-}
-
-// The deepest nesting of arrays and objects in `text`, which is valid JSON: counted over the text, not by
-// recursion over the value.
-size_t json_nesting(std::string_view text) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;  // the escaped character cannot end the string
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
 }
 
 // A field that is absent or null reads as "not given" (OpenAI clients send null for unset options).
