@@ -83,8 +83,9 @@ Value repeat(const Value& seq, int64_t n) {
     return Value(std::move(out));
   }
   std::vector<Value> out;
-  if (n > 0) {
+  if (n > 0 && !seq.items().empty()) {  // [] * n is [] at once, however large n is
     check_size(repeated_size(seq.items().size() * sizeof(Value), n));
+    charge_work(seq.items().size() * uint64_t(n));
     for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
   }
   return Value::list(std::move(out), seq.flavor());

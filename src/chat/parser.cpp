@@ -14,6 +14,7 @@ namespace {
 
 // Deeper nesting than this is refused: the parser and the interpreter recurse once per level.
 constexpr int kMaxDepth = 200;
+constexpr int kMaxHeight = 200;  // of an expression tree (Expr::height)
 
 // Jinja tags this interpreter does not implement: named in the error rather than "unknown tag".
 constexpr std::string_view kUnsupportedTags[] = {"macro", "call", "filter", "block", "extends", "include",
@@ -98,18 +99,18 @@ class Parser {
     Parser& p;
   };
 
-  // The nesting limit for nodes that a loop builds, each around the previous one (a + b + c, x|f|g, a.b.c, a()(),
-  // x if c else y if d): the tree deepens by one per operator without the parser recursing, but evaluating and
-  // freeing it recurse once per level. Each link counts as one level until the chain ends.
-  struct ChainDepth {
-    explicit ChainDepth(Parser& p) : p(p), saved(p.depth_) {}
-    ~ChainDepth() { p.depth_ = saved; }
-    void link() {
-      if (++p.depth_ > kMaxDepth) p.fail_here("the template is nested too deeply");
-    }
-    Parser& p;
-    int saved;
-  };
+  // Expression trees are refused where they grow past kMaxHeight (Expr::height): a chain (a + b + c, x|f|g, a.b.c,
+  // a()(), x if c else y if d) deepens the tree by one per operator without the parser recursing, but evaluating
+  // and freeing it recurse once per level.
+  template <typename T>
+  std::unique_ptr<T> checked(std::unique_ptr<T> e) {
+    if (e->height > kMaxHeight) fail_here("the template is nested too deeply");
+    return e;
+  }
+  template <typename T, typename... Args>
+  std::unique_ptr<T> make(Args&&... args) {
+    return checked(std::make_unique<T>(std::forward<Args>(args)...));
+  }
 
   // ---- statements ----
 
@@ -170,7 +171,7 @@ class Parser {
         parts.push_back(parse_expression(true));
       } while (skip_op(","));
       if (parts.size() == 1) return std::make_unique<OutputNode>(std::move(parts[0]), ln);
-      return std::make_unique<OutputNode>(std::make_unique<ConcatExpr>(std::move(parts), ln), ln);
+      return std::make_unique<OutputNode>(make<ConcatExpr>(std::move(parts), ln), ln);
     }
     if (name == "break" || name == "continue") {
       if (loop_depth_ == 0) fail_here("'" + name + "' outside of a loop");
@@ -300,7 +301,7 @@ class Parser {
       if (!items.empty()) return std::move(items[0]);
       if (!explicit_parens) fail_here("expected an expression, got '" + describe(cur()) + "'");
     }
-    return std::make_unique<SequenceExpr>(ExprType::Tuple, std::move(items), ln);
+    return make<SequenceExpr>(ExprType::Tuple, std::move(items), ln);
   }
 
   ExprPtr parse_expression(bool with_condexpr) {
@@ -308,12 +309,10 @@ class Parser {
     if (!with_condexpr) return parse_or();
     const int ln = line();
     ExprPtr expr = parse_or();
-    ChainDepth chain(*this);
     while (skip_name("if")) {
-      chain.link();
       ExprPtr test = parse_or();
       ExprPtr otherwise = skip_name("else") ? parse_expression(true) : nullptr;
-      expr = std::make_unique<CondExpr>(std::move(test), std::move(expr), std::move(otherwise), ln);
+      expr = make<CondExpr>(std::move(test), std::move(expr), std::move(otherwise), ln);
     }
     return expr;
   }
@@ -324,12 +323,10 @@ class Parser {
   template <typename Match>
   ExprPtr parse_left_assoc(ExprPtr (Parser::*next)(), Match match) {
     ExprPtr left = (this->*next)();
-    ChainDepth chain(*this);
     while (const Operator op = match()) {
-      chain.link();
       const int ln = line();
       advance();
-      left = std::make_unique<BinaryExpr>(op->first, op->second, std::move(left), (this->*next)(), ln);
+      left = make<BinaryExpr>(op->first, op->second, std::move(left), (this->*next)(), ln);
     }
     return left;
   }
@@ -353,7 +350,7 @@ class Parser {
       const Depth depth(*this);
       const int ln = line();
       advance();
-      return std::make_unique<UnaryExpr>(ExprType::Not, parse_not(), ln);
+      return make<UnaryExpr>(ExprType::Not, parse_not(), ln);
     }
     return parse_compare();
   }
@@ -380,8 +377,9 @@ class Parser {
       } else {
         break;
       }
-      if (!cmp) cmp = std::make_unique<CompareExpr>(std::move(first), ln);
-      cmp->rest.emplace_back(op, parse_math1());
+      if (!cmp) cmp = make<CompareExpr>(std::move(first), ln);
+      cmp->add(op, parse_math1());
+      cmp = checked(std::move(cmp));
     }
     if (cmp) return cmp;
     return first;
@@ -401,7 +399,7 @@ class Parser {
     parts.push_back(parse_math2());
     while (skip_op("~")) parts.push_back(parse_math2());
     if (parts.size() == 1) return std::move(parts[0]);
-    return std::make_unique<ConcatExpr>(std::move(parts), ln);
+    return make<ConcatExpr>(std::move(parts), ln);
   }
 
   ExprPtr parse_math2() {
@@ -430,7 +428,7 @@ class Parser {
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       const ExprType type = advance().text == "-" ? ExprType::Neg : ExprType::Pos;
-      node = std::make_unique<UnaryExpr>(type, parse_unary(false), ln);
+      node = make<UnaryExpr>(type, parse_unary(false), ln);
     } else {
       node = parse_primary();
     }
@@ -446,18 +444,18 @@ class Parser {
     switch (t.type) {
       case Tok::Name: {
         advance();
-        if (t.text == "true" || t.text == "True") return std::make_unique<ConstExpr>(Value(true), ln);
-        if (t.text == "false" || t.text == "False") return std::make_unique<ConstExpr>(Value(false), ln);
-        if (t.text == "none" || t.text == "None") return std::make_unique<ConstExpr>(Value::none(), ln);
-        return std::make_unique<NameExpr>(t.text, ln);
+        if (t.text == "true" || t.text == "True") return make<ConstExpr>(Value(true), ln);
+        if (t.text == "false" || t.text == "False") return make<ConstExpr>(Value(false), ln);
+        if (t.text == "none" || t.text == "None") return make<ConstExpr>(Value::none(), ln);
+        return make<NameExpr>(t.text, ln);
       }
       case Tok::String: {
         std::string s;
         while (cur().type == Tok::String) s += advance().text;  // adjacent literals concatenate
-        return std::make_unique<ConstExpr>(Value(std::move(s)), ln);
+        return make<ConstExpr>(Value(std::move(s)), ln);
       }
-      case Tok::Integer: advance(); return std::make_unique<ConstExpr>(Value(t.int_value), ln);
-      case Tok::Float: advance(); return std::make_unique<ConstExpr>(Value(t.float_value), ln);
+      case Tok::Integer: advance(); return make<ConstExpr>(Value(t.int_value), ln);
+      case Tok::Float: advance(); return make<ConstExpr>(Value(t.float_value), ln);
       case Tok::Operator:
         if (t.text == "(") {
           advance();
@@ -483,31 +481,28 @@ class Parser {
       items.push_back(parse_expression(true));
     }
     expect_op("]");
-    return std::make_unique<SequenceExpr>(ExprType::List, std::move(items), ln);
+    return make<SequenceExpr>(ExprType::List, std::move(items), ln);
   }
 
   ExprPtr parse_dict() {
-    auto node = std::make_unique<DictExpr>(line());
+    auto node = make<DictExpr>(line());
     expect_op("{");
     while (!is_op("}")) {
       if (!node->items.empty()) expect_op(",");
       if (is_op("}")) break;
       ExprPtr key = parse_expression(true);
       expect_op(":");
-      node->items.emplace_back(std::move(key), parse_expression(true));
+      node->add(std::move(key), parse_expression(true));
     }
     expect_op("}");
-    return node;
+    return checked(std::move(node));
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
-    ChainDepth chain(*this);
     while (true) {
       if (is_op(".") || is_op("[")) {
-        chain.link();
         node = parse_subscript(std::move(node));
       } else if (is_op("(")) {
-        chain.link();
         node = parse_call(std::move(node));
       } else {
         return node;
@@ -516,15 +511,12 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
-    ChainDepth chain(*this);
     while (true) {
       if (is_op("|")) {
-        node = parse_filters(std::move(node));  // counts its own links
+        node = parse_filters(std::move(node));
       } else if (is_name("is")) {
-        chain.link();
         node = parse_test(std::move(node));
       } else if (is_op("(")) {
-        chain.link();
         node = parse_call(std::move(node));
       } else {
         return node;
@@ -535,10 +527,10 @@ class Parser {
   ExprPtr parse_subscript(ExprPtr node) {
     const int ln = line();
     if (skip_op(".")) {
-      if (cur().type == Tok::Name) return std::make_unique<GetAttrExpr>(std::move(node), advance().text, ln);
+      if (cur().type == Tok::Name) return make<GetAttrExpr>(std::move(node), advance().text, ln);
       if (cur().type != Tok::Integer) fail_here("expected a name or number after '.'");
-      auto index = std::make_unique<ConstExpr>(Value(advance().int_value), ln);
-      return std::make_unique<GetItemExpr>(std::move(node), std::move(index), ln);
+      auto index = make<ConstExpr>(Value(advance().int_value), ln);
+      return make<GetItemExpr>(std::move(node), std::move(index), ln);
     }
     expect_op("[");
     std::vector<ExprPtr> args;
@@ -548,9 +540,9 @@ class Parser {
     }
     expect_op("]");
     if (args.empty()) fail_here("expected a subscript expression");
-    if (args.size() == 1) return std::make_unique<GetItemExpr>(std::move(node), std::move(args[0]), ln);
-    auto tuple = std::make_unique<SequenceExpr>(ExprType::Tuple, std::move(args), ln);
-    return std::make_unique<GetItemExpr>(std::move(node), std::move(tuple), ln);
+    if (args.size() == 1) return make<GetItemExpr>(std::move(node), std::move(args[0]), ln);
+    auto tuple = make<SequenceExpr>(ExprType::Tuple, std::move(args), ln);
+    return make<GetItemExpr>(std::move(node), std::move(tuple), ln);
   }
 
   // An index or a slice start:stop:step with any part left out.
@@ -562,11 +554,12 @@ class Parser {
       if (!is_op(":")) return start;
     }
     advance();  // ':'
-    auto s = std::make_unique<SliceExpr>(ln);
+    auto s = make<SliceExpr>(ln);
     s->start = std::move(start);
     if (!is_op(":") && !is_op("]") && !is_op(",")) s->stop = parse_expression(true);
     if (skip_op(":") && !is_op("]") && !is_op(",")) s->step = parse_expression(true);
-    return s;
+    s->height = 1 + std::max({height_of(s->start), height_of(s->stop), height_of(s->step)});
+    return checked(std::move(s));
   }
 
   ArgExprs parse_call_args() {
@@ -596,7 +589,7 @@ class Parser {
   ExprPtr parse_call(ExprPtr callee) {
     const int ln = line();
     ArgExprs args = parse_call_args();
-    return std::make_unique<CallExpr>(std::move(callee), std::move(args), ln);
+    return make<CallExpr>(std::move(callee), std::move(args), ln);
   }
 
   std::string dotted_name() {
@@ -607,9 +600,7 @@ class Parser {
 
   // value | f | g(args): `value` is null in a {% set x | f %} block.
   ExprPtr parse_filters(ExprPtr value) {
-    ChainDepth chain(*this);
     while (skip_op("|")) {
-      chain.link();
       const Token& name_tok = cur();
       const int ln = line();
       const std::string name = dotted_name();
@@ -619,7 +610,7 @@ class Parser {
                               ? "the filter '" + name + "' is not supported by the chat template interpreter"
                               : "no filter named '" + name + "'");
       ArgExprs args = is_op("(") ? parse_call_args() : ArgExprs{};
-      value = std::make_unique<FilterExpr>(std::move(value), name, fn, std::move(args), ln);
+      value = make<FilterExpr>(std::move(value), name, fn, std::move(args), ln);
     }
     return value;
   }
@@ -644,8 +635,8 @@ class Parser {
       if (is_name("is")) fail_here("you cannot chain multiple tests with 'is'");
       args.positional.push_back(parse_postfix(parse_primary()));
     }
-    ExprPtr test = std::make_unique<TestExpr>(std::move(value), name, fn, std::move(args), ln);
-    if (negated) test = std::make_unique<UnaryExpr>(ExprType::Not, std::move(test), ln);
+    ExprPtr test = make<TestExpr>(std::move(value), name, fn, std::move(args), ln);
+    if (negated) test = make<UnaryExpr>(ExprType::Not, std::move(test), ln);
     return test;
   }
 

@@ -207,7 +207,8 @@ TEST(ChatTemplate, SlicesAndRangesNearTheInt64Limits) {
 }
 
 // a + b + c, x|f|g, a.b.c, f()(), x if c if d: each operator wraps the tree built so far, without the parser
-// recursing, so only the parser's count of links keeps evaluating (and freeing) it from overflowing the stack.
+// recursing, so only the tree's own height (Expr::height) keeps evaluating and freeing it from overflowing the
+// stack. A count of the parser's links, restored when each chain ended, missed chains inside chains (review).
 TEST(ChatTemplate, LongOperatorChainsCountAsNesting) {
   auto repeat = [](const std::string& s, int n) {
     std::string out;
@@ -222,9 +223,24 @@ TEST(ChatTemplate, LongOperatorChainsCountAsNesting) {
     const std::string error = error_of<SyntaxError>("{{ " + chain + " }}");
     EXPECT_NE(error.find(too_deep), std::string::npos) << chain.substr(0, 20) << ": " << error;
   }
+  // Chains inside chains, and chains inside parentheses: every level of the tree counts, whichever loop built it.
+  std::string mixed = "'a'";
+  for (int i = 0; i < 190; ++i) mixed += repeat("|trim", 190 - i) + " is string";
+  std::string parens = std::string(60, '(') + "1";  // (((1+1+...)+1+...)+1+...): 50 more levels per parenthesis
+  for (int i = 0; i < 60; ++i) parens += repeat("+1", 50) + ")";
+  for (const std::string& tree : {mixed, parens}) {
+    const std::string error = error_of<SyntaxError>("{{ " + tree + " }}");
+    EXPECT_NE(error.find(too_deep), std::string::npos) << tree.substr(0, 20) << ": " << error;
+  }
   // Chains as long as templates write them are fine.
   EXPECT_EQ(render("{{ " + repeat("1+", 150) + "1 }}"), "151");
   EXPECT_EQ(render("{{ ' x '" + repeat("|trim", 150) + " }}"), "x");
+}
+
+// An empty list or tuple repeated any number of times is empty at once (the copy loop ran n times).
+TEST(ChatTemplate, EmptySequencesRepeatAtOnce) {
+  EXPECT_EQ(render("{{ [] * 9223372036854775807 }}|{{ (() * 9223372036854775807)|length }}|{{ [1] * 0 }}"),
+            "[]|0|[]");
 }
 
 // Every operation that can multiply the size of its input stops at the string limit instead of allocating
