@@ -179,8 +179,13 @@ nlohmann::ordered_json read_tool_calls(const json& v) {
     if (const json* args = field(*f, "arguments"); args && args->is_string()) {
       // Key order kept: the template may write the object back out.
       const std::string& text = args->get_ref<const std::string&>();
+      // Checked before the ordered parse, which the widest object makes quadratic.
+      const JsonShape shape = json_shape(text);
+      if (shape.widest_object > kMaxJsonObjectMembers)
+        bad("messages", "tool call arguments have an object of more than " + std::to_string(kMaxJsonObjectMembers) +
+                            " members");
       auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
-      if (!parsed.is_discarded() && json_nesting(text) > kMaxJsonNesting)
+      if (!parsed.is_discarded() && shape.depth > kMaxJsonNesting)
         bad("messages", "tool call arguments nest arrays and objects deeper than " + std::to_string(kMaxJsonNesting) +
                             " levels");
       if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
@@ -237,9 +242,13 @@ json parse_body(std::string_view body) {
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw ApiException(ErrorCode::InvalidJson, std::string("could not parse the JSON body: ") + e.what());
   }
-  if (json_nesting(body) > kMaxJsonNesting)
+  const JsonShape shape = json_shape(body);
+  if (shape.depth > kMaxJsonNesting)
     throw ApiException(ErrorCode::InvalidJson, "the JSON body nests arrays and objects deeper than " +
                                                    std::to_string(kMaxJsonNesting) + " levels");
+  if (shape.widest_object > kMaxJsonObjectMembers)
+    throw ApiException(ErrorCode::InvalidJson, "the JSON body has an object of more than " +
+                                                   std::to_string(kMaxJsonObjectMembers) + " members");
   return parsed;
 }
 

@@ -186,6 +186,39 @@ TEST(ServerOpenAiJson, DeeplyNestedBodiesAreRefused) {
   EXPECT_EQ(e.message, "'messages' tool call arguments nest arrays and objects deeper than 256 levels");
 }
 
+// ordered_json (schemas, tools, tool-call arguments keep their key order) finds each key by a linear search: a
+// 1 MiB object of 105,000 keys held a parse worker for 20 s. Wider objects than kMaxJsonObjectMembers are a 400
+// before any ordered parse; commas and braces inside strings do not count.
+TEST(ServerOpenAiJson, WideObjectsAreRefused) {
+  const auto object = [](size_t members) {
+    std::string o = "{";
+    for (size_t i = 0; i < members; ++i) o += (i ? ",\"k" : "\"k") + std::to_string(i) + "\": \",{}\"";
+    return o + "}";
+  };
+  const std::string prefix = R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", )"
+                             R"("function": {"name": "f", "parameters": )";
+  EXPECT_NO_THROW(parse_body(prefix + object(kMaxJsonObjectMembers) + "}}]}"));
+  std::string long_array = R"({"a": [1)";
+  for (int i = 0; i < 5000; ++i) long_array += ",1";
+  EXPECT_NO_THROW(parse_body(long_array + "]}"));  // arrays are not objects
+  try {
+    parse_body(prefix + object(kMaxJsonObjectMembers + 1) + "}}]}");
+    ADD_FAILURE() << "parsed an object of " << kMaxJsonObjectMembers + 1 << " members";
+  } catch (const ApiException& e) {
+    EXPECT_EQ(e.error().code, ErrorCode::InvalidJson);
+    EXPECT_EQ(e.error().message, "the JSON body has an object of more than 512 members");
+  }
+  const json body = {{"messages",
+                      {{{"role", "assistant"},
+                        {"content", ""},
+                        {"tool_calls", {{{"id", "c"}, {"type", "function"},
+                                         {"function", {{"name", "f"}, {"arguments", object(100000)}}}}}}},
+                       {{"role", "user"}, {"content", "x"}}}}};
+  const ApiError e = chat_error(body);
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_EQ(e.message, "'messages' tool call arguments have an object of more than 512 members");
+}
+
 TEST(ServerOpenAiJson, ResponseShapes) {
   ResponseHeader h{Endpoint::Completions, "cmpl-1", 123, "m"};
   ChoiceResult c;
