@@ -288,6 +288,17 @@ TEST(ChatTemplate, WorkBudgetStopsRunawayTemplates) {
 
 // Substring search (in, find, count, split, rsplit, replace) and strip(chars) take time linear in the text
 // whatever the pattern: a plain search for 'aa…ab' in 'aaa…' compares text × pattern bytes.
+// A short pattern in a run of one repeated byte compares at every position (~7 ns a byte): three searches of 'aaab'
+// in 60 MB of 'a' spend the budget (charged as code points), where a charge of 1/16 unit a byte let a render
+// run for seconds.
+TEST(ChatTemplate, ShortPatternSearchesChargeWhatTheyScan) {
+  const std::string error = error_of<RenderError>(
+      "{% set big = 'a' * 60000000 %}{% for i in range(3) %}{{ 'aaab' in big }}{% endfor %}");
+  EXPECT_NE(error.find("did more work than a render may do"), std::string::npos) << error;
+  EXPECT_EQ(render("{% set big = 'a' * 60000 %}{% for i in range(3) %}{{ 'aaab' in big }}{% endfor %}"),
+            "FalseFalseFalse");
+}
+
 TEST(ChatTemplate, SubstringSearchIsLinear) {
   const std::string big = "{% set t = 'a' * 10000000 %}{% set p = 'a' * 200000 ~ 'b' %}";
   EXPECT_EQ(render(big + "{{ p in t }}{{ t.find(p) }}{{ t.count(p) }}{{ t.split(p)|length }}{{ t.rsplit(p)|length }}"
