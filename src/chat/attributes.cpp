@@ -6,6 +6,7 @@
 
 #include "chat/builtins.h"
 #include "chat/operators.h"
+#include "chat/work_budget.h"
 #include "chat/pystr.h"
 #include "core/error.h"
 

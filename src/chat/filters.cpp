@@ -7,6 +7,7 @@
 
 #include "chat/builtins.h"
 #include "chat/operators.h"
+#include "chat/work_budget.h"
 #include "chat/pystr.h"
 #include "chat/tojson.h"
 #include "chat/unicode_tables.h"

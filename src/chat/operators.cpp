@@ -198,10 +198,6 @@ bool hashable(const Value& v) {
 
 }  // namespace
 
-void check_size(size_t bytes) {
-  if (bytes > kMaxStringBytes) fail("the result would be larger than {} bytes", kMaxStringBytes);
-}
-
 Value binary_op(BinaryOp op, const Value& a, const Value& b) {
   if (op == BinaryOp::Mod && a.is_string()) fail("printf-style string formatting (str % value) is not supported");
   if (a.is_undefined()) a.fail_undefined();

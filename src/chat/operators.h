@@ -12,12 +12,6 @@ namespace tessera::chat {
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, FloorDiv, Mod, Pow };
 enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge, In, NotIn };
 
-// Strings longer than this are refused rather than built ('a' * 10**12 must not take the server down).
-inline constexpr size_t kMaxStringBytes = size_t(64) << 20;
-// Throws Error ("the result would be larger than ... bytes") when a string of `bytes`, or a list whose items take
-// `bytes`, would pass kMaxStringBytes: every operation that can multiply the size of its input checks this.
-void check_size(size_t bytes);
-
 Value binary_op(BinaryOp op, const Value& a, const Value& b);
 Value negate(const Value& v);      // -v
 Value unary_plus(const Value& v);  // +v

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "chat/operators.h"
 #include "chat/pystr.h"
 #include "chat/work_budget.h"
 #include "core/error.h"

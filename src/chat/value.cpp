@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "chat/operators.h"
 #include "chat/pystr.h"
 #include "chat/work_budget.h"
 #include "core/check.h"

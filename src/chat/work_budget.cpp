@@ -22,6 +22,10 @@ WorkBudget::WorkBudget(uint64_t limit)
 
 WorkBudget::~WorkBudget() { state = State{saved_used_, saved_limit_, saved_active_}; }
 
+void check_size(size_t bytes) {
+  if (bytes > kMaxStringBytes) fail("the result would be larger than {} bytes", kMaxStringBytes);
+}
+
 void charge_work(uint64_t units) {
   State& s = state;
   if (!s.active) return;

@@ -5,6 +5,8 @@
 // printed, copied or compared, one per 4 bytes of text handled a code point at a time (decoded, stripped, sliced,
 // searched for a long pattern). A unit is some 5-100 ns in a release build, whatever charges it. A render that
 // spends the budget fails with a RenderError on the line it reached.
+//
+// Beside the budget, the size of what a render may build: strings and lists up to kMaxStringBytes.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +30,12 @@ class WorkBudget {
   uint64_t saved_used_, saved_limit_;  // an enclosing budget's state (none in practice: renders do not nest)
   bool saved_active_;
 };
+
+// Strings longer than this are refused rather than built ('a' * 10**12 must not take the server down).
+inline constexpr size_t kMaxStringBytes = size_t(64) << 20;
+// Throws Error ("the result would be larger than ... bytes") when a string of `bytes`, or a list whose items take
+// `bytes`, would pass kMaxStringBytes: every operation that can multiply the size of its input checks this.
+void check_size(size_t bytes);
 
 // Charges `units` to the current render's budget; throws Error once it is spent. Free outside a render
 // (building the context, parsing).
