@@ -78,7 +78,10 @@ struct GetItemExpr : Expr {  // object[index]; index may be a SliceExpr
 };
 
 struct SliceExpr : Expr {  // start:stop:step, each optional
-  explicit SliceExpr(int line) : Expr(ExprType::Slice, line) {}
+  SliceExpr(ExprPtr start, ExprPtr stop, ExprPtr step, int line)
+      : Expr(ExprType::Slice, line), start(std::move(start)), stop(std::move(stop)), step(std::move(step)) {
+    height = 1 + std::max({height_of(this->start), height_of(this->stop), height_of(this->step)});
+  }
   ExprPtr start, stop, step;
 };
 

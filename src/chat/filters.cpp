@@ -18,6 +18,13 @@ namespace {
 
 Value generator(std::vector<Value> items) { return Value::list(std::move(items), Flavor::Generator); }
 
+// An integer indent (tojson's, indent's width): that many spaces, none for n <= 0, refused past the string limit.
+std::string spaces(int64_t n) {
+  const size_t count = size_t(std::max<int64_t>(0, n));
+  check_size(count);
+  return std::string(count, ' ');
+}
+
 // make_attrgetter: "a.b.0" looks up a, then b, then the item 0, each the way x[key] does.
 Value lookup_path(const Value& item, const Value& path, const Value* fallback) {
   Value v = item;
@@ -55,8 +62,7 @@ Value filter_tojson(const Value& v, const CallArgs& args) {  // Hugging Face's t
     if (indent->is_string()) {
       o.indent = indent->str();
     } else if (indent->is_integral()) {
-      check_size(size_t(std::max<int64_t>(0, indent->as_int())));
-      o.indent = std::string(size_t(std::max<int64_t>(0, indent->as_int())), ' ');
+      o.indent = spaces(indent->as_int());
     } else {
       fail("tojson: indent must be None, an integer or a string");
     }
@@ -235,9 +241,7 @@ Value filter_indent(const Value& v, const CallArgs& args) {  // do_indent
   const BoundArgs a("indent", args, {"width", "first", "blank"});
   const Value width = a.get_or(0, Value(int64_t(4)));
   if (!width.is_string() && !width.is_integral()) fail("indent: width must be an integer or a string");
-  if (width.is_integral()) check_size(size_t(std::max<int64_t>(0, width.as_int())));
-  const std::string indention =
-      width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
+  const std::string indention = width.is_string() ? width.str() : spaces(width.as_int());
   const bool first = a.get(1) && truthy(*a.get(1)), blank = a.get(2) && truthy(*a.get(2));
   // do_indent starts with `s += "\n"` on the value itself: only a str gets through.
   if (v.is_undefined()) v.fail_undefined();

@@ -554,12 +554,10 @@ class Parser {
       if (!is_op(":")) return start;
     }
     advance();  // ':'
-    auto s = make<SliceExpr>(ln);
-    s->start = std::move(start);
-    if (!is_op(":") && !is_op("]") && !is_op(",")) s->stop = parse_expression(true);
-    if (skip_op(":") && !is_op("]") && !is_op(",")) s->step = parse_expression(true);
-    s->height = 1 + std::max({height_of(s->start), height_of(s->stop), height_of(s->step)});
-    return checked(std::move(s));
+    ExprPtr stop, step;
+    if (!is_op(":") && !is_op("]") && !is_op(",")) stop = parse_expression(true);
+    if (skip_op(":") && !is_op("]") && !is_op(",")) step = parse_expression(true);
+    return make<SliceExpr>(std::move(start), std::move(stop), std::move(step), ln);
   }
 
   ArgExprs parse_call_args() {
