@@ -35,7 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/json_nesting.h"
+#include "core/json_shape.h"
 #include "grammar/compile.h"
 #include "grammar/gbnf.h"
 #include "grammar/grammar.h"
@@ -51,13 +51,14 @@
 namespace {
 
 using namespace tessera::grammar;
-using tessera::json_nesting;
+using tessera::json_shape;
 
 constexpr int kMaxSteps = 96;             // tokens decoded per input
 // The brute-force mask check runs while the state has at most this many cells, the walk_all check while it has at
 // most a quarter (stepping deep stacks token by token under ASan is what makes an input slow).
 constexpr size_t kBruteForceCells = 1024;
 constexpr size_t kMaxJsonNesting = 256;    // server/openai_json.h
+constexpr size_t kMaxJsonObjectMembers = 512;  // server/openai_json.h
 
 void require(bool ok, const char* what) {
   if (!ok) {
@@ -121,7 +122,9 @@ std::shared_ptr<const Grammar> compile_like_server(Mode mode, std::string_view s
     } catch (const nlohmann::ordered_json::exception&) {
       return nullptr;
     }
-    if (json_nesting(source) > kMaxJsonNesting || !(schema->is_object() || schema->is_boolean())) return nullptr;
+    const tessera::JsonShape shape = json_shape(source);
+    if (shape.depth > kMaxJsonNesting || shape.widest_object > kMaxJsonObjectMembers) return nullptr;
+    if (!(schema->is_object() || schema->is_boolean())) return nullptr;
   } else if (source.empty()) {
     return nullptr;
   }

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/json_nesting.h"
+#include "core/json_shape.h"
 #include "server/errors.h"
 
 namespace tessera::server {

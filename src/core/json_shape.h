@@ -17,6 +17,4 @@ struct JsonShape {
 // The shape of `text`, which is valid JSON.
 JsonShape json_shape(std::string_view text);
 
-inline size_t json_nesting(std::string_view text) { return json_shape(text).depth; }
-
 }  // namespace tessera

@@ -1,4 +1,4 @@
-#include "core/json_nesting.h"
+#include "core/json_shape.h"
 
 #include <algorithm>
 #include <vector>
