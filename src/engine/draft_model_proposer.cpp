@@ -70,7 +70,10 @@ void DraftModelProposer::propose(std::span<DraftSlot> slots) {
     if (!owned) {
       SamplingParams params = *slot.sampling;
       params.seed = slot.seed;
-      owned = std::make_unique<State>(params);
+      // min_tokens holds the draft's end tokens back too, or its guesses would end where the target cannot.
+      EndTokens end;
+      if (params.min_tokens > 0) end = end_tokens_for(params, model_->tokenizer().eog_ids(), seq.n_prompt);
+      owned = std::make_unique<State>(params, std::move(end));
     }
     State& st = *owned;
     // Roll back to what the target kept: the longest common prefix, leaving at least the last token to run.

@@ -41,7 +41,7 @@ class DraftModelProposer : public Proposer {
 
  private:
   struct State {
-    explicit State(const SamplingParams& p) : sampler(p) {}
+    State(const SamplingParams& p, EndTokens end) : sampler(p, std::move(end)) {}
     std::vector<int32_t> computed;  // tokens whose K/V the draft's cache holds, by position
     std::vector<int32_t> block_table;
     Sampler sampler;

@@ -29,11 +29,21 @@ namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+// What min_tokens holds back. Only a request with min_tokens asks the tokenizer: the reference tests run models
+// loaded without one (prompt logits only).
+EndTokens end_tokens(const Request& request, const Tokenizer& tokenizer) {
+  if (request.sampling.min_tokens <= 0) return {};
+  return end_tokens_for(request.sampling, tokenizer.eog_ids(), int64_t(request.prompt.size()));
+}
+
 // Everything the engine keeps for one live sample of a request (a request of n samples is one until its prompt
 // is computed, then n); `seq` is what the scheduler sees.
 struct LiveSample {
   LiveSample(Request r, EventCallback cb, const Tokenizer& tokenizer)
-      : request(std::move(r)), on_event(std::move(cb)), sampler(request.sampling), output(tokenizer, request) {}
+      : request(std::move(r)),
+        on_event(std::move(cb)),
+        sampler(request.sampling, end_tokens(request, tokenizer)),
+        output(tokenizer, request) {}
 
   Request request;
   EventCallback on_event;
@@ -419,7 +429,7 @@ void Engine::Impl::update(const StepPlan& plan, std::span<const float> logits) {
       continue;
     }
     const auto rows = logits.subspan(size_t(chunk.logits_row) * n_vocab, size_t(chunk.n_logits) * n_vocab);
-    if (r.request.prompt_logits) {
+    if (r.request.wants_prompt_rows()) {
       const uint64_t seq_id = r.seq.id;
       deliver_prompt_logits(r, chunk, rows);
       if (!active.contains(seq_id)) continue;  // its callback threw
@@ -457,12 +467,23 @@ void Engine::Impl::deliver_prompt_logits(LiveSample& r, const ScheduledChunk& ch
   const int64_t to = std::min(chunk.first + chunk.n_tokens, r.seq.n_prompt);
   if (from >= to) return;
   StreamEvent ev;
-  ev.kind = StreamEvent::Kind::PromptLogits;
   ev.request_id = r.request_id;
   ev.index = r.index;
   const auto part = rows.subspan(size_t(from - rows_first) * n_vocab, size_t(to - from) * n_vocab);
-  ev.logits.assign(part.begin(), part.end());
+  if (r.request.prompt_logits) {
+    ev.kind = StreamEvent::Kind::PromptLogits;
+    ev.logits.assign(part.begin(), part.end());
+  } else {
+    // Row p is the distribution of prompt token p + 1; the last prompt position's is the first generated token's.
+    ev.kind = StreamEvent::Kind::PromptLogprobs;
+    std::vector<int32_t> scratch;
+    for (int64_t p = from; p < to && p + 1 < r.seq.n_prompt; ++p)
+      ev.prompt_logprobs.push_back(position_logprobs(part.subspan(size_t(p - from) * n_vocab, n_vocab),
+                                                     r.request.prompt[size_t(p + 1)],
+                                                     size_t(r.request.prompt_logprobs), scratch));
+  }
   r.n_prompt_logits_sent = to;
+  if (ev.kind == StreamEvent::Kind::PromptLogprobs && ev.prompt_logprobs.empty()) return;
   const uint64_t seq_id = r.seq.id;
   try {
     r.on_event(ev);
@@ -697,7 +718,7 @@ std::unique_ptr<LiveSample> Engine::Impl::prepare(Request request, EventCallback
   r->seq.prefix_seed = r->request.cache_namespace;
   r->seq.n_prompt = n_prompt;
   r->seq.max_len = max_len;
-  r->seq.all_logits = r->request.prompt_logits;
+  r->seq.all_logits = r->request.wants_prompt_rows();
   r->forks_pending = r->request.n - 1;
   return r;
 }
@@ -707,7 +728,7 @@ uint64_t Engine::Impl::enqueue_locked(std::unique_ptr<LiveSample> r) {
   if (stopping) throw EngineUnavailable("the engine is shutting down");
   const uint64_t id = next_id++;
   r->request_id = id;
-  if (r->request.sampling.max_tokens == 0 && !r->request.prompt_logits) {
+  if (r->request.sampling.max_tokens == 0 && !r->request.wants_prompt_rows()) {
     // Nothing to generate: every sample finishes at once, without touching the cache.
     RequestStats stats;
     stats.n_prompt_tokens = int64_t(r->request.prompt.size());

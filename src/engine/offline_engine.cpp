@@ -110,7 +110,7 @@ GenerationResult OfflineEngine::generate(const std::vector<int32_t>& prompt, con
     engine_.submit(std::move(request), on_event);
   } catch (const InvalidRequest& e) {
     if (e.problem() != RequestProblem::InvalidParameter) throw;
-    throw InvalidRequest(e.problem(), fmt::format("invalid sampling parameters: {}", e.what()));
+    throw InvalidRequest(e.problem(), fmt::format("invalid sampling parameters: {}", e.what()), e.field());
   }
   completion.wait();
   if (!error.empty()) fail("generation failed: {}", error);

@@ -1,6 +1,8 @@
 // Sampled token → text, logprobs, finish reason, events.
 #include "engine/output_processor.h"
 
+#include <algorithm>
+
 namespace tessera {
 
 StreamEvent finished_event(uint64_t request_id, int32_t index, FinishReason reason, std::string error,
@@ -29,9 +31,11 @@ TokenOutcome OutputProcessor::accept(int32_t id, Sampler& sampler, std::span<con
                                      int64_t n_tokens_after, int64_t max_len, StreamEvent& event) {
   const SamplingParams& sp = request_.sampling;
   if (!sp.ignore_eos && tokenizer_.is_eog(id)) return {false, FinishReason::Stop};
+  if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), id) != sp.stop_token_ids.end())
+    return {false, FinishReason::Stop};
   ++n_generated_;
   event.token = id;
-  event.text = stops_.push(decoder_.push(id));
+  event.text = stops_.push(decoder_.push(id), n_generated_ >= sp.min_tokens);
   if (request_.logprobs || request_.top_logprobs > 0) {
     event.sampled = {id, sampler.logprob(id)};
     for (const auto& [alt, lp] : sampler.top_logprobs(size_t(request_.top_logprobs)))

@@ -31,12 +31,29 @@ void check_prompt_tokens(std::span<const int32_t> prompt, int64_t n_vocab) {
 
 void check_request(const Request& request, const RequestLimits& limits) {
   auto refuse = [](RequestProblem problem, std::string message) { throw InvalidRequest(problem, message); };
+  // Checked here too, before validate(), to name the field: max_tokens may be the server's default.
+  if (request.sampling.min_tokens > request.sampling.max_tokens)
+    throw InvalidRequest(RequestProblem::InvalidParameter,
+                         fmt::format("min_tokens ({}) must be at most max_tokens ({})", request.sampling.min_tokens,
+                                     request.sampling.max_tokens),
+                         "min_tokens");
   if (const std::string problem = validate(request.sampling); !problem.empty())
     refuse(RequestProblem::InvalidParameter, problem);
   if (request.top_logprobs < 0 || request.top_logprobs > 20)
     refuse(RequestProblem::InvalidParameter, "top_logprobs must be in 0..20");
   if (request.n < 1 || request.n > 128) refuse(RequestProblem::InvalidParameter, "n must be in 1..128");
+  if (request.prompt_logprobs < -1 || request.prompt_logprobs > 20)
+    refuse(RequestProblem::InvalidParameter, "prompt_logprobs must be in 0..20 (or -1: none)");
   check_prompt_tokens(request.prompt, limits.n_vocab);
+  auto check_token = [&](int32_t id, const char* field) {
+    if (id >= limits.n_vocab)
+      throw InvalidRequest(RequestProblem::InvalidParameter,
+                           fmt::format("{}: token id {} is out of range (the vocabulary is 0..{})", field, id,
+                                       limits.n_vocab - 1),
+                           field);
+  };
+  for (const LogitBias& b : request.sampling.logit_bias) check_token(b.token, "logit_bias");
+  for (int32_t id : request.sampling.stop_token_ids) check_token(id, "stop_token_ids");
   const auto n_prompt = int64_t(request.prompt.size());
   const int64_t max_tokens = request.sampling.max_tokens;
   if (request.must_fit_context && n_prompt + max_tokens > limits.n_ctx) {
@@ -46,7 +63,7 @@ void check_request(const Request& request, const RequestLimits& limits) {
                        limits.n_ctx, n_prompt, max_tokens));
   }
   // Only the prompt's logits: the prompt may fill the context, as nothing is generated after it.
-  const bool prompt_only = request.prompt_logits && max_tokens == 0;
+  const bool prompt_only = request.wants_prompt_rows() && max_tokens == 0;
   if (n_prompt > limits.n_ctx || (n_prompt == limits.n_ctx && !prompt_only)) {
     refuse(RequestProblem::ContextLength,
            fmt::format("the prompt has {} tokens but the context holds only {} (prompt and at least one generated "

@@ -8,9 +8,11 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "engine/sampler.h"
 #include "engine/sampling_params.h"
 
 namespace tessera {
@@ -41,11 +43,15 @@ enum class RequestProblem {
 // Thrown at the engine's door (check_request) for a request that can never run; nothing was queued.
 class InvalidRequest : public Error {
  public:
-  InvalidRequest(RequestProblem problem, const std::string& message) : Error(message), problem_(problem) {}
+  // `field`: the request field at fault where the problem alone does not say (e.g. "logit_bias"), else empty.
+  InvalidRequest(RequestProblem problem, const std::string& message, std::string field = {})
+      : Error(message), problem_(problem), field_(std::move(field)) {}
   RequestProblem problem() const { return problem_; }
+  const std::string& field() const { return field_; }
 
  private:
   RequestProblem problem_;
+  std::string field_;
 };
 
 // Throws InvalidRequest (EmptyPrompt, InvalidToken) when the prompt is empty or holds a token id outside
@@ -65,6 +71,11 @@ struct Request {
   // reference comparisons. The prompt is then computed whole (no prefix-cache reuse); with max_tokens 0 the
   // request ends with Length once the prompt is computed, and the prompt may fill the whole context.
   bool prompt_logits = false;
+  // >= 0: PromptLogprobs events instead of whole rows: for each prompt token after the first, its log-probability
+  // and this many most likely alternatives (0..20; OpenAI's echo with logprobs, vLLM's prompt_logprobs). The
+  // prompt is computed whole, as with prompt_logits, and max_tokens may be 0.
+  int32_t prompt_logprobs = -1;
+  bool wants_prompt_rows() const { return prompt_logits || prompt_logprobs >= 0; }
   // Prefix-cache namespace: cached KV blocks are shared only between requests with the same value, because the
   // hash chain of a prompt's blocks starts from it (0: the common namespace). The server derives it from the
   // tenant and `cache_salt`, so that what one tenant's prompts cached is invisible to another's.
@@ -114,7 +125,9 @@ struct RequestStats {
 struct StreamEvent {
   // Started: only with Request::report_start, once, when the request leaves the waiting queue (its first step).
   // PromptLogits: only with Request::prompt_logits; `logits` holds [n, n_vocab] for the next n prompt positions.
-  enum class Kind { Token, Finished, Started, PromptLogits };
+  // PromptLogprobs: only with Request::prompt_logprobs >= 0; `prompt_logprobs` holds the next prompt tokens' (the
+  // first prompt token has none: nothing precedes it).
+  enum class Kind { Token, Finished, Started, PromptLogits, PromptLogprobs };
   Kind kind = Kind::Token;
   uint64_t request_id = 0;
   int32_t index = 0;  // which of the request's n samples
@@ -125,6 +138,7 @@ struct StreamEvent {
   TokenLogprob sampled;
   std::vector<TokenLogprob> top_logprobs;
   std::vector<float> logits;  // only with Request::capture_logits, or a PromptLogits event
+  std::vector<PositionLogprobs> prompt_logprobs;  // a PromptLogprobs event
   // Kind::Finished: also carries trailing text that was held back.
   FinishReason finish_reason = FinishReason::Stop;
   std::string error;

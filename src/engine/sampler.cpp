@@ -1,4 +1,4 @@
-// Sampling chain: penalties → temperature → top-k → softmax → top-p → min-p → draw.
+// Sampling chain: logit bias → min_tokens → penalties → temperature → top-k → softmax → top-p → min-p → draw.
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -23,6 +23,21 @@ std::string validate(const SamplingParams& p) {
     return "presence_penalty must be in [-2, 2]";
   }
   if (p.max_tokens < 0) return "max_tokens must be >= 0";
+  if (p.min_tokens < 0) return "min_tokens must be >= 0";
+  if (p.min_tokens > p.max_tokens)
+    return fmt::format("min_tokens ({}) must be at most max_tokens ({})", p.min_tokens, p.max_tokens);
+  if (p.logit_bias.size() > kMaxLogitBiases)
+    return fmt::format("logit_bias may hold at most {} tokens", kMaxLogitBiases);
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const LogitBias& b = p.logit_bias[i];
+    if (b.token < 0) return "logit_bias token ids must be >= 0";
+    if (i > 0 && b.token <= p.logit_bias[i - 1].token) return "logit_bias must be sorted by token, each token once";
+    if (!(std::fabs(b.bias) <= kMaxLogitBias)) return "logit_bias values must be between -100 and 100";
+  }
+  if (p.stop_token_ids.size() > kMaxStopTokenIds)
+    return fmt::format("stop_token_ids may hold at most {} tokens", kMaxStopTokenIds);
+  for (int32_t id : p.stop_token_ids)
+    if (id < 0) return "stop_token_ids must be >= 0";
   for (const auto& s : p.stop) {
     if (s.empty()) return "stop strings must not be empty";
     if (s.size() > kMaxStopBytes) return fmt::format("stop strings may be at most {} bytes long", kMaxStopBytes);
@@ -113,7 +128,38 @@ uint64_t Rng::next() {
 
 double Rng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+EndTokens end_tokens_for(const SamplingParams& params, std::span<const int32_t> eog_ids, int64_t n_prompt) {
+  EndTokens end;
+  end.n_prompt = n_prompt;
+  if (params.min_tokens <= 0) return end;
+  if (!params.ignore_eos) end.ids.assign(eog_ids.begin(), eog_ids.end());
+  end.ids.insert(end.ids.end(), params.stop_token_ids.begin(), params.stop_token_ids.end());
+  std::sort(end.ids.begin(), end.ids.end());
+  end.ids.erase(std::unique(end.ids.begin(), end.ids.end()), end.ids.end());
+  return end;
+}
+
+Sampler::Sampler(const SamplingParams& params, EndTokens end)
+    : params_(params), end_(std::move(end)), rng_(params.seed) {}
+
+void Sampler::apply_logit_bias() {
+  const size_t n = logits_.size();
+  for (const LogitBias& b : params_.logit_bias)
+    if (size_t(b.token) < n) logits_[size_t(b.token)] += b.bias;
+}
+
+void Sampler::hold_back_end_tokens(size_t history_size) {
+  if (end_.ids.empty() || int64_t(history_size) - end_.n_prompt >= params_.min_tokens) return;
+  const size_t n = logits_.size();
+  held_.clear();
+  for (int32_t id : end_.ids) {
+    if (size_t(id) >= n) continue;
+    held_.emplace_back(id, logits_[size_t(id)]);
+    logits_[size_t(id)] = kNegInf;
+  }
+  if (std::none_of(logits_.begin(), logits_.end(), [](float x) { return x > kNegInf; }))
+    for (const auto& [id, value] : held_) logits_[size_t(id)] = value;
+}
 
 void Sampler::apply_penalties(std::span<const int32_t> history) {
   const bool repetition = params_.repetition_penalty != 1.0f;
@@ -141,6 +187,8 @@ void Sampler::prepare(std::span<const float> logits, std::span<const int32_t> hi
   logits_.assign(logits.begin(), logits.end());
   logprobs_valid_ = log_normalizer_valid_ = false;
   impossible_ = false;
+  apply_logit_bias();
+  hold_back_end_tokens(history.size());
   apply_penalties(history);
   const auto n = int32_t(logits_.size());
 
@@ -264,15 +312,29 @@ SampledToken Sampler::draw_residual(std::span<const float> q, int32_t point) {
   return {candidates_[size_t(chosen)], float(std::log(probs_[size_t(chosen)] / kept_mass_))};
 }
 
+float log_sum_exp(std::span<const float> row) {
+  const float max_logit = row.empty() ? kNegInf : row[size_t(argmax(row))];
+  if (!std::isfinite(max_logit)) return 0.0f;
+  double sum = 0.0;
+  for (float l : row) sum += l == l ? std::exp(double(l - max_logit)) : 0.0;
+  return float(std::log(sum)) + max_logit;
+}
+
+PositionLogprobs position_logprobs(std::span<const float> row, int32_t next, size_t k, std::vector<int32_t>& scratch) {
+  const float log_sum = log_sum_exp(row);
+  PositionLogprobs out;
+  out.token = next;
+  out.logprob = row[size_t(next)] - log_sum;
+  top_k_indices(row, k, scratch);
+  for (int32_t id : scratch) out.top.emplace_back(id, row[size_t(id)] - log_sum);
+  return out;
+}
+
 float Sampler::log_normalizer() {
   if (!log_normalizer_valid_) {
-    const float max_logit = logits_.empty() ? kNegInf : logits_[size_t(argmax(logits_))];
-    double sum = 0.0;
-    if (std::isfinite(max_logit))
-      for (float l : logits_) sum += l == l ? std::exp(double(l - max_logit)) : 0.0;
     // All -inf or NaN: nothing is likely (logprobs -inf). Sampled rows are tamed (no +inf, no NaN); a greedy row
     // from the engine is finite.
-    log_normalizer_ = std::isfinite(max_logit) ? float(std::log(sum)) + max_logit : 0.0f;
+    log_normalizer_ = log_sum_exp(logits_);
     log_normalizer_valid_ = true;
   }
   return log_normalizer_;

@@ -1,4 +1,5 @@
-// Turns one row of logits into the next token: penalties, temperature, top-k, top-p, min-p, then a draw from
+// Turns one row of logits into the next token: logit bias, min_tokens, penalties, temperature, top-k, top-p,
+// min-p, then a draw from
 // a seeded generator (same seed and inputs ⇒ same tokens, on any machine). Non-finite logits never make the
 // draw undefined: NaN is never chosen, +inf wins over every finite logit.
 #pragma once
@@ -29,20 +30,44 @@ class Rng {
 // O(n log k) with a k-element heap and no n-sized allocation; `out` is reused.
 void top_k_indices(std::span<const float> values, size_t k, std::vector<int32_t>& out);
 
+// log Σ exp(x) over `row`, NaN entries left out; 0 when its largest entry is not finite (every entry -inf or NaN:
+// nothing is likely, and each log-probability against 0 stays -inf).
+float log_sum_exp(std::span<const float> row);
+
+// A prompt position's log-probabilities (vLLM's prompt_logprobs, OpenAI's echo with logprobs): the raw model's
+// distribution for the next prompt token `next` (no temperature, penalties or bias: nothing was sampled), and
+// its `k` most likely tokens, most likely first.
+struct PositionLogprobs {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+PositionLogprobs position_logprobs(std::span<const float> row, int32_t next, size_t k, std::vector<int32_t>& scratch);
+
 struct SampledToken {
   int32_t id = -1;
   float logprob = 0.0f;  // log-probability under the distribution actually sampled from (after temperature)
 };
 
+// What min_tokens needs beyond the parameters: where the generated tokens start in the history given to
+// prepare(), and the tokens that may not end the output before min_tokens (sorted, unique).
+struct EndTokens {
+  int64_t n_prompt = 0;
+  std::vector<int32_t> ids;
+};
+// The model's end-of-generation ids (unless ignore_eos) and the request's stop_token_ids; none without min_tokens.
+EndTokens end_tokens_for(const SamplingParams& params, std::span<const int32_t> eog_ids, int64_t n_prompt);
+
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& params);
+  explicit Sampler(const SamplingParams& params, EndTokens end = {});
 
   // `history`: the sequence so far (prompt and generated), for the penalties. Reuses internal buffers.
   // The same as prepare() then draw().
   SampledToken sample(std::span<const float> logits, std::span<const int32_t> history);
 
-  // The distribution sample() would draw from, without drawing: penalties, temperature, top-k, top-p, min-p.
+  // The distribution sample() would draw from, without drawing: logit bias, min_tokens, penalties, temperature,
+  // top-k, top-p, min-p.
   // Speculative verification needs the target's probabilities before it decides what to draw.
   void prepare(std::span<const float> logits, std::span<const int32_t> history);
   // A draw from the prepared distribution (greedy: its first maximum).
@@ -69,12 +94,17 @@ class Sampler {
   std::vector<std::pair<int32_t, float>> top_logprobs(size_t k);
 
  private:
+  void apply_logit_bias();
+  // Before min_tokens: the end tokens at -inf, unless nothing else is possible (a constraint that allows only
+  // an end token wins).
+  void hold_back_end_tokens(size_t history_size);
   void apply_penalties(std::span<const int32_t> history);
   // Candidate i's probability in the prepared distribution (renormalized over what was kept).
   double probabilities_scale(int32_t i) const { return double(probs_[size_t(i)]) / kept_mass_; }
   float log_normalizer();  // log of the softmax denominator of logits_
 
   SamplingParams params_;
+  EndTokens end_;
   Rng rng_;
   std::vector<float> logits_;
   std::vector<int32_t> candidates_;
@@ -89,6 +119,7 @@ class Sampler {
   bool log_normalizer_valid_ = false;
   std::vector<int32_t> top_;
   std::unordered_map<int32_t, int32_t> counts_;
+  std::vector<std::pair<int32_t, float>> held_;  // hold_back_end_tokens: the logits it set to -inf
 };
 
 }  // namespace tessera

@@ -17,6 +17,17 @@ inline constexpr float kGreedyBelowTemperature = 1e-4f;
 // Longest stop string, in bytes. The stop matcher holds back and rescans up to this much text per token on
 // the engine thread, so an unbounded one (a megabyte from a request body) would stall every sequence.
 inline constexpr size_t kMaxStopBytes = 256;
+// Logit biases and stop token ids per request: each sampled token looks at every bias and every stop id, on the
+// engine thread. OpenAI bounds a bias to [-100, 100]: -100 bans a token in practice, 100 forces it.
+inline constexpr size_t kMaxLogitBiases = 512;  // the server's limit on an object's members (openai_json.h)
+inline constexpr size_t kMaxStopTokenIds = 256;
+inline constexpr float kMaxLogitBias = 100.0f;
+
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;
+  bool operator==(const LogitBias&) const = default;
+};
 
 struct SamplingParams {
   float temperature = 1.0f;      // < kGreedyBelowTemperature (0 included): greedy (argmax)
@@ -32,6 +43,16 @@ struct SamplingParams {
   int32_t max_tokens = 16;
   std::vector<std::string> stop;    // generation ends before any of these strings
   bool ignore_eos = false;
+  // OpenAI's logit_bias: added to the token's logit before the penalties (and before the argmax when greedy).
+  // Sorted by token, each token once.
+  std::vector<LogitBias> logit_bias;
+  // vLLM's: generation ends when one of these is sampled, as at an end-of-generation token (its text is not
+  // part of the output), whatever ignore_eos says.
+  std::vector<int32_t> stop_token_ids;
+  // vLLM's: before this many tokens are generated, the end-of-generation tokens (unless ignore_eos) and
+  // stop_token_ids are not sampled and stop strings do not end the output. A constrained output whose grammar
+  // allows nothing else still ends (the constraint wins).
+  int32_t min_tokens = 0;
 
   bool is_greedy() const { return temperature < kGreedyBelowTemperature; }
 };

@@ -5,11 +5,16 @@
 
 namespace tessera {
 
-std::string StopMatcher::push(std::string_view text) {
+std::string StopMatcher::push(std::string_view text, bool may_stop) {
   if (stopped_) return {};
+  const size_t old_size = pending_.size();
   pending_.append(text);
   size_t first_stop = std::string::npos;
-  for (const auto& s : stops_) first_stop = std::min(first_stop, pending_.find(s));
+  // Only a stop string that ends in the new text counts: what was held back before stops counted may hold a
+  // whole short one inside a possible start of a longer one ("b" inside "ab" of "abc").
+  if (may_stop)
+    for (const auto& s : stops_)
+      first_stop = std::min(first_stop, pending_.find(s, old_size >= s.size() ? old_size - s.size() + 1 : 0));
   if (first_stop != std::string::npos) {
     stopped_ = true;
     std::string out = pending_.substr(0, first_stop);

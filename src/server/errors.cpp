@@ -2,6 +2,8 @@
 #include "server/errors.h"
 
 #include <cmath>
+#include <exception>
+#include <new>
 
 #include "engine/engine.h"
 #include "engine/request.h"
@@ -9,6 +11,7 @@
 namespace tessera::server {
 
 ApiError api_error(const InvalidRequest& refusal, const std::string& prompt_param, bool max_tokens_given) {
+  if (!refusal.field().empty()) return {ErrorCode::InvalidRequest, refusal.what(), refusal.field()};
   switch (refusal.problem()) {
     case RequestProblem::ContextLength:
       return {ErrorCode::ContextLengthExceeded, refusal.what(), max_tokens_given ? "max_tokens" : prompt_param};
@@ -18,6 +21,20 @@ ApiError api_error(const InvalidRequest& refusal, const std::string& prompt_para
     case RequestProblem::CacheTooSmall: break;
   }
   return {ErrorCode::InvalidRequest, refusal.what()};
+}
+
+ApiError current_api_error() {
+  try {
+    throw;
+  } catch (const ApiException& e) {
+    return e.error();
+  } catch (const std::bad_alloc&) {
+    return {ErrorCode::Internal, "out of memory"};
+  } catch (const std::exception& e) {
+    return {ErrorCode::Internal, e.what()};
+  } catch (...) {
+    return {ErrorCode::Internal, "unknown exception"};
+  }
 }
 
 int http_status(ErrorCode code) {

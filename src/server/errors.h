@@ -62,6 +62,10 @@ class ApiException : public std::exception {
 // held the prompt ("prompt" or "messages"); `max_tokens_given`: a context overflow is blamed on max_tokens.
 ApiError api_error(const InvalidRequest& refusal, const std::string& prompt_param, bool max_tokens_given);
 
+// The exception being handled, as a client should see it: an ApiException's own error, anything else a 500
+// that names it. Call only inside a catch block.
+ApiError current_api_error();
+
 int http_status(ErrorCode code);
 const char* error_type(ErrorCode code);  // OpenAI "type": "invalid_request_error", "rate_limit_error", ...
 const char* error_code(ErrorCode code);  // OpenAI "code": "context_length_exceeded", "invalid_api_key", ...

@@ -2,10 +2,12 @@
 #include "server/openai_json.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
 #include "core/json_shape.h"
+#include "server/body_fields.h"
 #include "server/errors.h"
 
 namespace tessera::server {
@@ -13,26 +15,15 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void bad(const std::string& param, const std::string& what) {
-  throw ApiException(ErrorCode::InvalidRequest, "'" + param + "' " + what, param);
-}
-
-// A field that is absent or null reads as "not given" (OpenAI clients send null for unset options).
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
+using body_fields::bad;
+using body_fields::field;
+using body_fields::read_bool;
 
 std::string fmt_num(double x) {
   std::string s = std::to_string(x);  // "2.000000" -> "2"
   s.erase(s.find_last_not_of('0') + 1);
   if (!s.empty() && s.back() == '.') s.pop_back();
   return s;
-}
-
-bool read_bool(const json& v, const char* name) {
-  if (!v.is_boolean()) bad(name, "must be a boolean");
-  return v.get<bool>();
 }
 
 double read_number(const json& v, const char* name, double lo, double hi) {
@@ -88,6 +79,35 @@ std::vector<std::string> read_stop(const json& v, int32_t max_stop) {
   return stop;
 }
 
+// OpenAI's {"token id": bias}: ids as canonical decimal strings (so two keys never name one token), biases in
+// [-100, 100]. Sorted by token for the sampler.
+std::vector<LogitBias> read_logit_bias(const json& v) {
+  if (!v.is_object()) bad("logit_bias", "must be an object mapping token ids to biases");
+  if (v.size() > kMaxLogitBiases)
+    bad("logit_bias", "may hold at most " + std::to_string(kMaxLogitBiases) + " tokens");
+  std::vector<LogitBias> biases;
+  for (const auto& [key, value] : v.items()) {
+    int32_t id = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (key.empty() || key[0] < '0' || key[0] > '9' || (key.size() > 1 && key[0] == '0') || ec != std::errc() ||
+        end != key.data() + key.size())
+      bad("logit_bias", "keys must be token ids (non-negative integers without leading zeros), got '" +
+                            key.substr(0, 32) + "'");
+    biases.push_back({id, float(read_number(value, "logit_bias", -kMaxLogitBias, kMaxLogitBias))});
+  }
+  std::sort(biases.begin(), biases.end(), [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
+  return biases;
+}
+
+std::vector<int32_t> read_stop_token_ids(const json& v) {
+  if (!v.is_array()) bad("stop_token_ids", "must be an array of token ids");
+  if (v.size() > kMaxStopTokenIds)
+    bad("stop_token_ids", "may hold at most " + std::to_string(kMaxStopTokenIds) + " tokens");
+  std::vector<int32_t> ids;
+  for (const json& t : v) ids.push_back(int32_t(read_int(t, "stop_token_ids", 0, std::numeric_limits<int32_t>::max())));
+  return ids;
+}
+
 // Fields both endpoints share.
 void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
   if (!body.is_object()) throw ApiException(ErrorCode::InvalidRequest, "the request body must be a JSON object");
@@ -115,6 +135,9 @@ void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
   }
   if (const json* v = field(body, "stop")) s.stop = read_stop(*v, limits.max_stop);
   if (const json* v = field(body, "ignore_eos")) s.ignore_eos = read_bool(*v, "ignore_eos");
+  if (const json* v = field(body, "logit_bias")) s.logit_bias = read_logit_bias(*v);
+  if (const json* v = field(body, "stop_token_ids")) s.stop_token_ids = read_stop_token_ids(*v);
+  if (const json* v = field(body, "min_tokens")) s.min_tokens = int32_t(read_int(*v, "min_tokens", 0, limits.max_tokens));
   const char* max_name = "max_tokens";
   const json* max_tokens = field(body, "max_tokens");
   if (r.endpoint == Endpoint::ChatCompletions && !max_tokens) {

@@ -62,7 +62,7 @@ void RequestPreparer::check_text_fits(size_t bytes, const char* param) const {
                        param);
 }
 
-std::vector<int32_t> RequestPreparer::tokenize(const ApiRequest& r) const {
+std::vector<int32_t> RequestPreparer::prompt_tokens(const ApiRequest& r) const {
   if (r.endpoint == Endpoint::ChatCompletions) {
     const std::string text = chat_template_.render(r.messages, r.chat_template_kwargs, r.structured.template_tools());
     check_text_fits(text.size(), "messages");
@@ -71,6 +71,11 @@ std::vector<int32_t> RequestPreparer::tokenize(const ApiRequest& r) const {
   if (r.prompt_is_tokens) return r.prompt_tokens;  // their range is the engine's check
   check_text_fits(r.prompt.size(), "prompt");
   return tokenizer_.encode(r.prompt, true);
+}
+
+void RequestPreparer::check_model(const std::string& model) const {
+  if (!model.empty() && model != options_.model_name)
+    throw ApiException(ErrorCode::ModelNotFound, "the model '" + model + "' does not exist", "model");
 }
 
 PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& http, const ApiKey* key) const {
@@ -90,10 +95,9 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
                        "priority");
   if (!req.timeout_ms) req.timeout_ms = header_int(http, "X-Timeout-Ms", 1, 24LL * 3600 * 1000);
   if (!req.timeout_ms && options_.default_timeout_ms > 0) req.timeout_ms = options_.default_timeout_ms;
-  if (!req.model.empty() && req.model != options_.model_name)
-    throw ApiException(ErrorCode::ModelNotFound, "the model '" + req.model + "' does not exist", "model");
+  check_model(req.model);
 
-  p.prompt = tokenize(req);
+  p.prompt = prompt_tokens(req);
   const int64_t room = options_.limits.n_ctx - int64_t(p.prompt.size());
   if (!req.max_tokens_given) {
     const int64_t wanted = endpoint == Endpoint::Completions ? 16 : room;

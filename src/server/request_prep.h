@@ -51,9 +51,14 @@ class RequestPreparer {
 
   // `key`: the request's API key, null without keys. Throws ApiException.
   PreparedRequest prepare(Endpoint endpoint, const HttpRequest& http, const ApiKey* key) const;
+  // The prompt's token ids as generation sees them: a chat request's messages rendered with the template, a
+  // completion's text with the vocabulary's special tokens, or its token ids as given.
+  std::vector<int32_t> prompt_tokens(const ApiRequest& request) const;
+  // A 404 when `model` is given and is not the served model's name.
+  void check_model(const std::string& model) const;
+  const PrepOptions& options() const { return options_; }
 
  private:
-  std::vector<int32_t> tokenize(const ApiRequest& request) const;
   // A text prompt too long for the context whatever it tokenizes to is refused before it is tokenized.
   void check_text_fits(size_t bytes, const char* param) const;
 

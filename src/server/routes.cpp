@@ -1,5 +1,5 @@
 // The routes: HTTP in, API types out and back. Which path and method go where, the answers that need no engine
-// (/health, /ready, /v1/models, /metrics, CORS preflight), and every ApiException turned into its error answer.
+// (/health, /ready, /v1/models, /metrics, CORS preflight; /tokenize and /detokenize need no engine), and every ApiException turned into its error answer.
 #include "server/service.h"
 
 #include "server/errors.h"
@@ -12,16 +12,8 @@ using nlohmann::json;
 void Service::handle(HttpRequest&& request, std::shared_ptr<Responder> responder) {
   try {
     route(request, responder);
-    return;
-  } catch (const ApiException& e) {
-    send_error(*responder, *metrics_, e.error());
-    return;
-  } catch (const std::bad_alloc&) {
-    send_error(*responder, *metrics_, {ErrorCode::Internal, "out of memory"});
-  } catch (const std::exception& e) {
-    send_error(*responder, *metrics_, {ErrorCode::Internal, e.what()});
   } catch (...) {
-    send_error(*responder, *metrics_, {ErrorCode::Internal, "unknown exception"});
+    send_error(*responder, *metrics_, current_api_error());
   }
 }
 
@@ -74,6 +66,11 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Responder>& responde
     Client client = gateway_.authenticate(req, true);
     handle_generation(path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, req, responder,
                       std::move(client));
+  } else if (path == "/tokenize" || path == "/detokenize") {
+    method_check(post);
+    gateway_.check_origin(req);
+    const Client client = gateway_.authenticate(req, true);
+    handle_tokenization(path == "/detokenize", req, responder, client);
   } else {
     throw ApiException(ErrorCode::NotFound, "no route for " + req.method + " " + std::string(path));
   }

@@ -47,6 +47,7 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
           options_.chat_template.value_or(primary->model().tokenizer().vocab().chat_template))),
       preparer_(primary->model().tokenizer(), chat_template_, encoder_, structured_,
                 prep_options(options_, primary->limits())),
+      tokenization_(preparer_, primary->model().tokenizer()),
       workers_(options_.parse_workers, options_.max_pending_parses) {
   started_unix_ = unix_now();
   next_id_ = std::random_device{}();
@@ -80,19 +81,16 @@ void Service::handle_generation(Endpoint endpoint, HttpRequest& http, const std:
   }
   gateway_.take_request(client);
   const auto arrival = Clock::now();
-  auto job = [this, endpoint, responder, http = std::move(http), client = std::move(client), arrival]() mutable {
+  // The job owns a copy of the pointer that it can move on: a capture of the const reference itself would stay
+  // const, and its "move" below a copy that the worker drops last.
+  auto job = [this, endpoint, responder = std::shared_ptr<Responder>(responder), http = std::move(http),
+              client = std::move(client), arrival]() mutable {
     std::optional<PreparedRequest> prepared;
     std::optional<ApiError> error;
     try {
       prepared = preparer_.prepare(endpoint, http, client.key);
-    } catch (const ApiException& e) {
-      error = e.error();
-    } catch (const std::bad_alloc&) {
-      error = ApiError{ErrorCode::Internal, "out of memory"};
-    } catch (const std::exception& e) {
-      error = ApiError{ErrorCode::Internal, e.what()};
     } catch (...) {
-      error = ApiError{ErrorCode::Internal, "unknown exception"};
+      error = current_api_error();
     }
     if (error && error->code == ErrorCode::ContextLengthExceeded) metrics_->count_rejection("too_long");
     // The job's reference to the responder moves to the io thread with the result: were it dropped here, after
@@ -103,13 +101,34 @@ void Service::handle_generation(Endpoint endpoint, HttpRequest& http, const std:
       if (error) return send_error(*responder, *metrics_, *error);
       try {
         admit(endpoint, responder, std::move(*prepared), client, arrival);
-      } catch (const ApiException& e) {
-        send_error(*responder, *metrics_, e.error());
-      } catch (const std::exception& e) {
-        send_error(*responder, *metrics_, {ErrorCode::Internal, e.what()});
       } catch (...) {
-        send_error(*responder, *metrics_, {ErrorCode::Internal, "unknown exception"});
+        send_error(*responder, *metrics_, current_api_error());
       }
+    });
+  };
+  if (!workers_.post(std::move(job))) {
+    metrics_->count_rejection("busy");
+    throw ApiException(ApiError(ErrorCode::Unavailable, "the server is busy; retry later", "", 1.0));
+  }
+}
+
+void Service::handle_tokenization(bool detokenize, HttpRequest& http, const std::shared_ptr<Responder>& responder,
+                                  const Client& client) {
+  gateway_.take_request(client);
+  auto job = [this, detokenize, responder = std::shared_ptr<Responder>(responder), http = std::move(http)]() mutable {
+    std::optional<std::string> answer;  // serialized here: a million token ids are no work for the io thread
+    std::optional<ApiError> error;
+    try {
+      answer = dump_json(detokenize ? tokenization_.detokenize(http) : tokenization_.tokenize(http));
+    } catch (...) {
+      error = current_api_error();
+    }
+    // The responder goes back to the io thread with the answer, as in handle_generation.
+    boost::asio::post(ioc_, [this, responder = std::move(responder), answer = std::move(answer),
+                             error = std::move(error)]() mutable {
+      if (error) return send_error(*responder, *metrics_, *error);
+      metrics_->count_status(200);
+      responder->send(200, "application/json", std::move(*answer));
     });
   };
   if (!workers_.post(std::move(job))) {

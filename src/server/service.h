@@ -29,6 +29,7 @@
 #include "server/request_workers.h"
 #include "server/service_options.h"
 #include "server/structured_output.h"
+#include "server/tokenization.h"
 
 namespace tessera::server {
 
@@ -70,6 +71,10 @@ class Service {
   void admit(Endpoint endpoint, const std::shared_ptr<Responder>& responder, PreparedRequest prepared,
              const Client& client, Clock::time_point arrival);
   ResponseHeader new_response_header(Endpoint endpoint);
+  // /tokenize and /detokenize: the request-count limit, then the work on a worker thread and the answer back on
+  // the io thread. No engine is involved, so they answer while warming up or draining too.
+  void handle_tokenization(bool detokenize, HttpRequest& request, const std::shared_ptr<Responder>& responder,
+                           const Client& client);
 
   boost::asio::io_context& ioc_;
   ServiceOptions options_;
@@ -80,6 +85,7 @@ class Service {
   SpecialTokenEncoder encoder_;
   StructuredOutput structured_;  // compiled grammars of response formats and tool sets, by source
   RequestPreparer preparer_;
+  Tokenization tokenization_;
   uint64_t next_id_ = 0;
   int64_t started_unix_ = 0;
   // Last: their threads call back into the members above, so they stop first.

@@ -9,6 +9,7 @@
 #include "grammar/grammar_error.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
+#include "server/body_fields.h"
 #include "server/errors.h"
 
 namespace tessera::server {
@@ -19,14 +20,8 @@ using nlohmann::ordered_json;
 
 constexpr size_t kMaxTools = 128;
 
-[[noreturn]] void bad(const std::string& param, const std::string& what) {
-  throw ApiException(ErrorCode::InvalidRequest, "'" + param + "' " + what, param);
-}
-
-const ordered_json* field(const ordered_json& o, const char* name) {
-  const auto it = o.find(name);
-  return it == o.end() || it->is_null() ? nullptr : &*it;
-}
+using body_fields::bad;
+using body_fields::field;
 
 // OpenAI's rule for function and schema names: ^[a-zA-Z0-9_-]{1,64}$ (the tool-call parser relies on it: a name
 // never needs escaping inside the JSON string it is written in).

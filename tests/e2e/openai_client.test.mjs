@@ -106,3 +106,37 @@ test('seeded sampling is reproducible; stop strings end the text', async () => {
   assert.ok(!s.choices[0].text.includes(word));
   assert.ok(full.startsWith(s.choices[0].text));
 });
+
+test('logit_bias and min_tokens pass through the client; /tokenize counts what usage reports', async () => {
+  const post = async (path, body) => {
+    const r = await fetch(server.url + path, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer sk-test' },
+      body: JSON.stringify(body),
+    });
+    assert.equal(r.status, 200, path);
+    return r.json();
+  };
+  const full = await directRun(PROMPT, 30);
+  const counted = await post('/tokenize', { model: 'stories260K', prompt: PROMPT });
+  const plain = await client.completions.create({ model: 'stories260K', prompt: PROMPT, max_tokens: 30, temperature: 0 });
+  assert.equal(plain.usage.prompt_tokens, counted.count);
+  assert.equal((await post('/detokenize', { tokens: counted.tokens })).prompt, PROMPT);
+
+  // +100 outweighs every logit of this model: each generated token is the favoured one.
+  const [dragon] = (await post('/tokenize', { prompt: ' dragon', add_special_tokens: false })).tokens;
+  const forced = await client.completions.create({
+    model: 'stories260K', prompt: PROMPT, max_tokens: 4, temperature: 0, logit_bias: { [dragon]: 100 },
+  });
+  assert.equal(forced.choices[0].text.trim(), (await post('/detokenize', { tokens: [dragon, dragon, dragon, dragon] })).prompt.trim());
+
+  // A stop string met before min_tokens is text: with min_tokens = max_tokens the output is the free run's.
+  const word = full.trim().split(/\s+/)[2];
+  const held = await client.completions.create({
+    model: 'stories260K', prompt: PROMPT, max_tokens: 30, temperature: 0, stop: [word], min_tokens: 30,
+  });
+  assert.equal(held.choices[0].text, full);
+  assert.equal(held.choices[0].finish_reason, 'length');
+  await assert.rejects(
+    client.completions.create({ model: 'stories260K', prompt: PROMPT, max_tokens: 4, logit_bias: { 'x': 1 } }),
+    (e) => e.status === 400 && e.error?.param === 'logit_bias');
+});

@@ -3,10 +3,13 @@
 // the static and window policies; and no leaked blocks after any test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <random>
 
 #include "core/error.h"
@@ -479,6 +482,146 @@ TEST(Engine, StopStringsEndGenerationAndAreNotReturned) {
   const Outcome out = run_alone(r);
   EXPECT_EQ(out.reason, FinishReason::Stop);
   EXPECT_EQ(out.text, free_run.text.substr(0, free_run.text.find("Lily")));
+}
+
+// The position of the first token of `tokens` at or after `from` that did not occur before it.
+size_t first_new_token(const std::vector<int32_t>& tokens, size_t from) {
+  size_t at = from;
+  while (at < tokens.size() && std::find(tokens.begin(), tokens.begin() + long(at), tokens[at]) != tokens.begin() + long(at))
+    ++at;
+  return at;
+}
+
+TEST(Engine, StopTokenIdsEndGenerationLikeAnEndToken) {
+  const Outcome free_run = run_alone(greedy_request("Once upon a time", 30));
+  ASSERT_EQ(free_run.tokens.size(), 30u);
+  const size_t at = first_new_token(free_run.tokens, 6);
+  ASSERT_LT(at, 30u);
+  Request r = greedy_request("Once upon a time", 30);
+  r.sampling.stop_token_ids = {free_run.tokens[at]};
+  const Outcome out = run_alone(r);
+  EXPECT_EQ(out.reason, FinishReason::Stop);
+  EXPECT_EQ(out.tokens, std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + long(at)));
+  EXPECT_EQ(out.stats.n_generated_tokens, int64_t(at));
+  EXPECT_EQ(free_run.text.rfind(out.text, 0), 0u) << "the stop token's text is not part of the output";
+  EXPECT_LT(out.text.size(), free_run.text.size());
+}
+
+TEST(Engine, MinTokensGoesPastStopTokensAndStopStrings) {
+  const Outcome free_run = run_alone(greedy_request("Once upon a time", 40));
+  ASSERT_EQ(free_run.tokens.size(), 40u);
+  const size_t at = first_new_token(free_run.tokens, 6);
+  ASSERT_LT(at, 20u);
+  const int32_t stop_token = free_run.tokens[at];
+  Request r = greedy_request("Once upon a time", 40);
+  r.sampling.stop_token_ids = {stop_token};
+  r.sampling.min_tokens = int32_t(at) + 5;
+  const Outcome held = run_alone(r);
+  ASSERT_GE(held.tokens.size(), at + 5);
+  EXPECT_TRUE(std::equal(free_run.tokens.begin(), free_run.tokens.begin() + long(at), held.tokens.begin()));
+  EXPECT_EQ(std::count(held.tokens.begin(), held.tokens.begin() + long(at) + 5, stop_token), 0)
+      << "the stop token was not sampled before min_tokens";
+  if (held.tokens.size() < 40u) {
+    EXPECT_EQ(held.reason, FinishReason::Stop);
+  }
+
+  // A stop string met before min_tokens is output text (min_tokens = max_tokens: none counts). The free run
+  // has no end token to hold back, so the output is the free run's.
+  const size_t lily = free_run.text.find("Lily");
+  ASSERT_NE(lily, std::string::npos);
+  Request s = greedy_request("Once upon a time", 40);
+  s.sampling.stop = {"Lily"};
+  s.sampling.min_tokens = 40;
+  const Outcome past = run_alone(s);
+  EXPECT_EQ(past.tokens, free_run.tokens);
+  EXPECT_EQ(past.text, free_run.text);
+  EXPECT_EQ(past.reason, FinishReason::Length);
+  const Outcome cut = run_alone([&] { Request c = s; c.sampling.min_tokens = 0; return c; }());
+  EXPECT_EQ(cut.text, free_run.text.substr(0, lily));
+}
+
+TEST(Engine, LogitBiasSteersGreedyDecoding) {
+  const Outcome free_run = run_alone(greedy_request("Once upon a time", 12));
+  ASSERT_EQ(free_run.tokens.size(), 12u);
+  Request ban = greedy_request("Once upon a time", 12);
+  ban.sampling.logit_bias = {{free_run.tokens[3], -100.0f}};
+  const Outcome banned = run_alone(ban);
+  EXPECT_TRUE(std::equal(free_run.tokens.begin(), free_run.tokens.begin() + 3, banned.tokens.begin()));
+  EXPECT_EQ(std::count(banned.tokens.begin(), banned.tokens.end(), free_run.tokens[3]), 0);
+  // +100 outweighs any logit of this model: every token is the favoured one.
+  const int32_t favoured = model()->tokenizer().encode(" dragon", false).front();
+  Request force = greedy_request("Once upon a time", 6);
+  force.sampling.logit_bias = {{favoured, 100.0f}};
+  EXPECT_EQ(run_alone(force).tokens, std::vector<int32_t>(6, favoured));
+  Request out_of_range = greedy_request("Once upon a time", 6);
+  out_of_range.sampling.logit_bias = {{int32_t(model()->config().n_vocab), 1.0f}};
+  Engine engine(model(), small_options());
+  try {
+    engine.submit(out_of_range, [](const StreamEvent&) {});
+    ADD_FAILURE() << "a bias for a token outside the vocabulary was accepted";
+  } catch (const InvalidRequest& e) {
+    EXPECT_EQ(e.field(), "logit_bias");
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
+// Prompt logprobs (OpenAI's echo with logprobs): each prompt token after the first, against the raw rows that
+// prompt_logits gives, with its top alternatives; with max_tokens 0 nothing is generated, otherwise the output is
+// the plain greedy run's, and a preempted prompt never sends a position twice.
+TEST(Engine, PromptLogprobsAreTheRawRowsLogSoftmax) {
+  const std::vector<int32_t> prompt = model()->tokenizer().encode("Once upon a time there was a little dog", true);
+  const auto n_vocab = size_t(model()->config().n_vocab);
+  Request rows_request = greedy_request("x", 0);
+  rows_request.prompt = prompt;
+  rows_request.prompt_logits = true;
+  std::vector<float> rows;
+  {
+    Engine engine(model(), small_options());
+    std::promise<void> done;
+    engine.submit(rows_request, [&](const StreamEvent& ev) {
+      if (ev.kind == StreamEvent::Kind::PromptLogits) rows.insert(rows.end(), ev.logits.begin(), ev.logits.end());
+      if (ev.kind == StreamEvent::Kind::Finished) done.set_value();
+    });
+    done.get_future().wait();
+  }
+  ASSERT_EQ(rows.size(), prompt.size() * n_vocab);
+
+  for (const int max_tokens : {0, 8}) {
+    Request r = greedy_request("x", max_tokens);
+    r.prompt = prompt;
+    r.prompt_logprobs = 3;
+    EngineOptions o = small_options();
+    o.scheduling.max_batched_tokens = 4;  // the prompt in several chunks
+    const Outcome out = run_alone(r, o);
+    ASSERT_EQ(out.prompt_logprobs.size(), prompt.size() - 1) << "max_tokens " << max_tokens;
+    for (size_t p = 0; p + 1 < prompt.size(); ++p) {
+      const std::span<const float> row(rows.data() + p * n_vocab, n_vocab);
+      double z = 0.0;
+      for (float x : row) z += std::exp(double(x));
+      const PositionLogprobs& got = out.prompt_logprobs[p];
+      EXPECT_EQ(got.token, prompt[p + 1]);
+      EXPECT_NEAR(got.logprob, double(row[size_t(prompt[p + 1])]) - std::log(z), 1e-4) << p;
+      ASSERT_EQ(got.top.size(), 3u);
+      std::vector<int32_t> order(n_vocab);
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + 3, order.end(),
+                        [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+      for (size_t k = 0; k < 3; ++k) EXPECT_EQ(got.top[k].first, order[k]) << p << " " << k;
+      EXPECT_GE(got.top[0].second, got.logprob);
+    }
+    if (max_tokens == 0) {
+      EXPECT_TRUE(out.tokens.empty());
+      EXPECT_EQ(out.reason, FinishReason::Length);
+    } else {
+      Request plain = greedy_request("x", max_tokens);
+      plain.prompt = prompt;
+      EXPECT_EQ(out.tokens, run_alone(plain).tokens);
+    }
+  }
+  Request bad = greedy_request("x", 1);
+  bad.prompt_logprobs = 21;
+  Engine engine(model(), small_options());
+  EXPECT_THROW(engine.submit(bad, [](const StreamEvent&) {}), InvalidRequest);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ namespace tessera::testing {
 struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<std::vector<float>> logits;
+  std::vector<PositionLogprobs> prompt_logprobs;  // with Request::prompt_logprobs
   std::string text;
   FinishReason reason = FinishReason::Error;
   RequestStats stats;
@@ -36,6 +37,9 @@ class Collector {
         outcome_.tokens.push_back(ev.token);
         outcome_.logits.push_back(ev.logits);
         outcome_.text += ev.text;
+      } else if (ev.kind == StreamEvent::Kind::PromptLogprobs) {
+        outcome_.prompt_logprobs.insert(outcome_.prompt_logprobs.end(), ev.prompt_logprobs.begin(),
+                                        ev.prompt_logprobs.end());
       } else {
         outcome_.text += ev.text;
         outcome_.reason = ev.finish_reason;

@@ -229,6 +229,108 @@ TEST(Sampler, TopLogprobsAreTheLargestEntriesOfTheLogSoftmax) {
   EXPECT_EQ(s.logprob(42), lp[42]);
 }
 
+TEST(Sampler, LogitBiasIsAddedToTheLogits) {
+  const std::vector<float> logits{1.0f, 0.0f, 0.0f, 0.5f};
+  SamplingParams greedy = plain(0.0f);
+  greedy.logit_bias = {{2, 1.5f}};
+  EXPECT_EQ(Sampler(greedy).sample(logits, {}).id, 2);
+  greedy.logit_bias = {{0, -100.0f}, {3, 0.25f}};
+  EXPECT_EQ(Sampler(greedy).sample(logits, {}).id, 3);
+  // Sampled: a bias of ln 3 makes token 1 three times as likely as token 2 (equal logits), and -100 takes
+  // token 0 out in practice (e^-99 of the mass).
+  SamplingParams p = plain(1.0f);
+  p.seed = 11;
+  p.logit_bias = {{0, -100.0f}, {1, std::log(3.0f)}};
+  const int n = 40000;
+  const auto h = histogram(p, {1.0f, 0.0f, 0.0f}, n);
+  EXPECT_EQ(h.count(0), 0u);
+  EXPECT_NEAR(double(h.at(1)) / n, 0.75, 0.015);
+  // The reported log-probabilities are those of the biased distribution, and ids past the row are ignored
+  // (a draft model's vocabulary may be smaller).
+  p.logit_bias = {{1, std::log(3.0f)}, {7, 50.0f}};
+  Sampler s(p);
+  s.prepare(std::vector<float>{0.0f, 0.0f}, {});
+  EXPECT_NEAR(s.probability(1), 0.75, 1e-6);
+  EXPECT_NEAR(s.logprob(1), std::log(0.75), 1e-6);
+}
+
+TEST(Sampler, MinTokensHoldsBackTheEndTokensUntilReached) {
+  // Prompt of 3 tokens; token 2 is the end token and the most likely.
+  SamplingParams p = plain(0.0f);
+  p.min_tokens = 2;
+  p.max_tokens = 8;
+  const EndTokens end{3, {2}};
+  const std::vector<float> logits{0.0f, 1.0f, 5.0f};
+  Sampler s(p, end);
+  const std::vector<int32_t> prompt{7, 7, 7}, one{7, 7, 7, 1}, two{7, 7, 7, 1, 1};
+  EXPECT_EQ(s.sample(logits, prompt).id, 1);
+  EXPECT_EQ(s.sample(logits, one).id, 1);
+  EXPECT_EQ(s.sample(logits, two).id, 2) << "min_tokens reached";
+  // Sampled, the end token has no mass before min_tokens and its full share after.
+  p.temperature = 1.0f;
+  Sampler sampled(p, end);
+  sampled.prepare(logits, one);
+  EXPECT_EQ(sampled.probability(2), 0.0);
+  sampled.prepare(logits, two);
+  EXPECT_GT(sampled.probability(2), 0.9);
+  // Where nothing but an end token is possible (a grammar that is complete), the end token wins.
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(Sampler(p, end).sample(std::vector<float>{-inf, -inf, 0.0f}, prompt).id, 2);
+  p.temperature = 0.0f;
+  EXPECT_EQ(Sampler(p, end).sample(std::vector<float>{-inf, -inf, 0.0f}, prompt).id, 2);
+}
+
+TEST(Sampler, EndTokensAreTheEogIdsUnlessIgnoredAndTheStopTokenIds) {
+  SamplingParams p;
+  p.stop_token_ids = {9, 4};
+  const std::vector<int32_t> eog{2, 4};
+  EXPECT_TRUE(end_tokens_for(p, eog, 5).ids.empty()) << "nothing to hold back without min_tokens";
+  p.min_tokens = 3;
+  const EndTokens end = end_tokens_for(p, eog, 5);
+  EXPECT_EQ(end.n_prompt, 5);
+  EXPECT_EQ(end.ids, (std::vector<int32_t>{2, 4, 9}));
+  p.ignore_eos = true;
+  EXPECT_EQ(end_tokens_for(p, eog, 5).ids, (std::vector<int32_t>{4, 9}));
+}
+
+TEST(Sampler, ValidationCoversTheTokenControls) {
+  auto problem = [](auto change) {
+    SamplingParams p;
+    change(p);
+    return validate(p);
+  };
+  EXPECT_EQ(problem([](SamplingParams& p) { p.logit_bias = {{1, 100.0f}, {5, -100.0f}}; }), "");
+  EXPECT_NE(problem([](SamplingParams& p) { p.logit_bias = {{1, 100.5f}}; }), "");
+  EXPECT_NE(problem([](SamplingParams& p) { p.logit_bias = {{1, std::nanf("")}}; }), "");
+  EXPECT_NE(problem([](SamplingParams& p) { p.logit_bias = {{5, 1.0f}, {1, 1.0f}}; }), "") << "unsorted";
+  EXPECT_NE(problem([](SamplingParams& p) { p.logit_bias = {{1, 1.0f}, {1, 2.0f}}; }), "") << "twice";
+  EXPECT_NE(problem([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }), "");
+  EXPECT_NE(problem([](SamplingParams& p) { p.logit_bias.resize(kMaxLogitBiases + 1); }), "");
+  EXPECT_NE(problem([](SamplingParams& p) { p.stop_token_ids = {-3}; }), "");
+  EXPECT_NE(problem([](SamplingParams& p) { p.stop_token_ids.resize(kMaxStopTokenIds + 1); }), "");
+  EXPECT_NE(problem([](SamplingParams& p) { p.min_tokens = -1; }), "");
+  EXPECT_NE(problem([](SamplingParams& p) { p.min_tokens = p.max_tokens + 1; }).find("min_tokens"),
+            std::string::npos);
+  EXPECT_EQ(problem([](SamplingParams& p) { p.min_tokens = p.max_tokens; }), "");
+}
+
+TEST(StopMatcher, StopsCountOnlyOnceAllowedButStartsAreHeldBack) {
+  StopMatcher m({"END"});
+  EXPECT_EQ(m.push("a END b", false), "a END b");
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.push(" E", false), " ") << "a possible start is held back";
+  EXPECT_EQ(m.push("ND tail", true), "");
+  EXPECT_TRUE(m.stopped()) << "a stop string that ends once stops count is found";
+  // One held back inside a possible start of a longer one never counts: it ended before stops did.
+  StopMatcher nested({"b", "abc"});
+  EXPECT_EQ(nested.push("a", false), "");
+  EXPECT_EQ(nested.push("b", false), "") << "\"ab\" may start \"abc\"";
+  EXPECT_EQ(nested.push("x", true), "abx");
+  EXPECT_FALSE(nested.stopped());
+  EXPECT_EQ(nested.push("b", true), "");
+  EXPECT_TRUE(nested.stopped());
+}
+
 TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheStop) {
   StopMatcher m({"\n\n", "The end"});
   EXPECT_EQ(m.push("Hello\n"), "Hello");  // "\n" may start "\n\n"

@@ -224,6 +224,19 @@ TEST(ServerResultCache, KeyCoversTenantSaltParametersAndPrompt) {
   b = a;
   b.sampling.stop = {"x"};
   EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
+  // The token controls change the output: each is part of the key, down to the bias's value.
+  b = a;
+  b.sampling.logit_bias = {{5, -100.0f}};
+  ApiRequest c = b;
+  c.sampling.logit_bias = {{5, -99.0f}};
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
+  EXPECT_NE(result_cache_key(b, "m", {1, 2}, t), result_cache_key(c, "m", {1, 2}, t));
+  b = a;
+  b.sampling.stop_token_ids = {5};
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
+  b = a;
+  b.sampling.min_tokens = 3;
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
   ApiRequest sampled;
   sampled.sampling.temperature = 1.0f;
   EXPECT_FALSE(sampled.deterministic());

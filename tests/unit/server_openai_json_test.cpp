@@ -103,6 +103,41 @@ TEST(ServerOpenAiJson, RejectsBadValuesNamingTheParameter) {
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"model", 3}}).param, "model");
 }
 
+TEST(ServerOpenAiJson, TokenControls) {
+  // OpenAI's logit_bias (ids as strings), vLLM's stop_token_ids and min_tokens, on both endpoints.
+  const json controls = {{"logit_bias", {{"50", -100}, {"7", 2.5}, {"0", 100}}},
+                         {"stop_token_ids", {3, 9}},
+                         {"min_tokens", 4}};
+  json completion = controls, chat = controls;
+  completion["prompt"] = "x";
+  chat["messages"] = json::array({{{"role", "user"}, {"content", "hi"}}});
+  for (const ApiRequest& r : {parse_completion_request(completion), parse_chat_request(chat)}) {
+    EXPECT_EQ(r.sampling.logit_bias, (std::vector<LogitBias>{{0, 100.0f}, {7, 2.5f}, {50, -100.0f}}));
+    EXPECT_EQ(r.sampling.stop_token_ids, (std::vector<int32_t>{3, 9}));
+    EXPECT_EQ(r.sampling.min_tokens, 4);
+  }
+  const ApiRequest none = parse_completion_request({{"prompt", "x"}, {"logit_bias", nullptr}, {"min_tokens", nullptr}});
+  EXPECT_TRUE(none.sampling.logit_bias.empty());
+  EXPECT_EQ(none.sampling.min_tokens, 0);
+
+  auto bias_error = [](const json& bias) { return completion_error({{"prompt", "x"}, {"logit_bias", bias}}); };
+  for (const json& bad : {json({{"-1", 1}}), json({{"-0", 1}}), json({{"+1", 1}}), json({{"01", 1}}), json({{"1.0", 1}}), json({{"x", 1}}),
+                          json({{"", 1}}), json({{"99999999999", 1}}), json({{" 1", 1}}), json({{"1", 100.5}}),
+                          json({{"1", "5"}}), json({{"1", nullptr}}), json::array({1, 2}), json("1")}) {
+    const ApiError e = bias_error(bad);
+    EXPECT_EQ(e.param, "logit_bias") << bad.dump();
+    EXPECT_EQ(e.code, ErrorCode::InvalidRequest) << bad.dump();
+  }
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"stop_token_ids", 3}}).param, "stop_token_ids");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"stop_token_ids", {-1}}}).param, "stop_token_ids");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"stop_token_ids", {"3"}}}).param, "stop_token_ids");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"stop_token_ids", json(std::vector<int>(kMaxStopTokenIds + 1, 1))}})
+                .param,
+            "stop_token_ids");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"min_tokens", -1}}).param, "min_tokens");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"min_tokens", 1.5}}).param, "min_tokens");
+}
+
 TEST(ServerOpenAiJson, ParsesChat) {
   const json body = {{"messages",
                       {{{"role", "system"}, {"content", "be brief"}},

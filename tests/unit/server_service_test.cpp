@@ -12,6 +12,7 @@
 
 #include "model/model.h"
 #include "server/service.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tessera::server {
 namespace {
@@ -400,6 +401,24 @@ TEST(ServiceValidation, TheEnginesRefusalsMapToTheirCodesAndFields) {
   EXPECT_EQ(context->status, 400);
   EXPECT_EQ(context->error_code(), "context_length_exceeded");
   EXPECT_EQ(context->body_json()["error"]["param"], "max_tokens");
+  auto bias = h.complete({{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"logit_bias", {{"999999", -100}}}});
+  EXPECT_EQ(bias->status, 400);
+  EXPECT_EQ(bias->body_json()["error"]["param"], "logit_bias");
+  EXPECT_NE(bias->body.find("out of range"), std::string::npos) << bias->body;
+  auto stop_id = h.complete({{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"stop_token_ids", {1 << 30}}});
+  EXPECT_EQ(stop_id->status, 400);
+  EXPECT_EQ(stop_id->body_json()["error"]["param"], "stop_token_ids");
+  // min_tokens beyond max_tokens (given, or the completions default of 16) is a 400 naming both.
+  for (const json& body : {json({{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"min_tokens", 5}}),
+                           json({{"prompt", "Once upon a time"}, {"min_tokens", 17}})}) {
+    auto min_tokens = h.complete(body);
+    EXPECT_EQ(min_tokens->status, 400) << body.dump();
+    EXPECT_EQ(min_tokens->body_json()["error"]["param"], "min_tokens") << min_tokens->body;
+  }
+  auto fine = h.complete({{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"min_tokens", 6},
+                          {"logit_bias", {{"1", 5}}}, {"stop_token_ids", {2}}});
+  ASSERT_EQ(fine->status, 200) << fine->body;
+  EXPECT_EQ(fine->body_json()["usage"]["completion_tokens"], 6);
 }
 
 TEST(ServiceChoices, NChoicesForkOnePromptAndEqualSeparateRequests) {
@@ -471,6 +490,100 @@ TEST(ServiceSpeculative, TheFieldIsABooleanAndTheOutputDoesNotDependOnIt) {
   EXPECT_NE(metrics->body.find("tessera_spec_decode_draft_acceptance_rate{"), std::string::npos);
   EXPECT_EQ(metrics->body.find("tessera_spec_decode_num_drafts_total{model_name=\"stories260K\"} 0\n"), std::string::npos)
       << "no verification was counted";
+}
+
+}  // namespace
+}  // namespace tessera::server
+
+namespace tessera::server {
+namespace {
+
+json post(Harness& h, const std::string& path, const json& body, int want_status = 200) {
+  auto r = h.call("POST", path, body);
+  EXPECT_EQ(r->status, want_status) << path << " " << body.dump() << ": " << r->body;
+  return r->body_json();
+}
+
+// vLLM's /tokenize and /detokenize: the same ids a generation's prompt has, and back.
+TEST(ServiceTokenization, TokenizeGivesThePromptGenerationSees) {
+  ServiceOptions o;
+  o.result_cache_bytes = 0;
+  Harness h(o);
+  const Tokenizer& tok = model()->tokenizer();
+  const json text = post(h, "/tokenize", {{"prompt", "Once upon a time"}});
+  EXPECT_EQ(text["tokens"].get<std::vector<int32_t>>(), tok.encode("Once upon a time", true));
+  EXPECT_EQ(text["count"], text["tokens"].size());
+  EXPECT_EQ(text["max_model_len"], h.engine->limits().n_ctx);
+  EXPECT_TRUE(text["token_strs"].is_null());
+  auto completion = h.complete(kGreedy);
+  ASSERT_EQ(completion->status, 200) << completion->body;
+  EXPECT_EQ(completion->body_json()["usage"]["prompt_tokens"], text["count"]);
+
+  const json plain =
+      post(h, "/tokenize", {{"prompt", "Once upon a time"}, {"add_special_tokens", false}, {"return_token_strs", true}});
+  const auto ids = plain["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(ids, tok.encode("Once upon a time", false));
+  ASSERT_EQ(plain["token_strs"].size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(plain["token_strs"][i], tok.vocab().tokens[size_t(ids[i])]);
+
+  // A chat body counts what /v1/chat/completions would put before the reply.
+  const json chat = {{"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}}},
+                     {"model", "stories260K"}};
+  const json chat_tokens = post(h, "/tokenize", chat);
+  json generate = chat;
+  generate["max_tokens"] = 1;
+  const json reply = post(h, "/v1/chat/completions", generate);
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], chat_tokens["count"]);
+  EXPECT_GT(chat_tokens["count"].get<int>(), text["count"].get<int>());
+
+  EXPECT_EQ(post(h, "/detokenize", {{"tokens", text["tokens"]}})["prompt"], "Once upon a time");
+  EXPECT_EQ(post(h, "/detokenize", {{"tokens", json::array()}})["prompt"], "");
+}
+
+TEST(ServiceTokenization, BadBodiesAreClearErrors) {
+  Harness h;
+  const int32_t n_vocab = model()->tokenizer().n_vocab();
+  auto param_of = [&](const std::string& path, const std::string& body) {
+    auto r = h.start("POST", path, body);
+    EXPECT_TRUE(h.run_until([&] { return r->done; }));
+    EXPECT_EQ(r->status, 400) << path << " " << body << ": " << r->body;
+    return r->body_json()["error"]["param"];
+  };
+  EXPECT_EQ(param_of("/tokenize", "{}"), "prompt");
+  EXPECT_EQ(param_of("/tokenize", R"({"prompt": 5})"), "prompt");
+  EXPECT_EQ(param_of("/tokenize", R"({"prompt": ["a"]})"), "prompt");
+  EXPECT_EQ(param_of("/tokenize", R"({"prompt": "a", "messages": [{"role": "user", "content": "b"}]})"), "prompt");
+  EXPECT_EQ(param_of("/tokenize", R"({"prompt": "a", "add_special_tokens": "yes"})"), "add_special_tokens");
+  EXPECT_EQ(param_of("/tokenize", R"({"prompt": "a", "return_token_strs": 1})"), "return_token_strs");
+  EXPECT_EQ(param_of("/tokenize", R"({"messages": []})"), "messages");
+  EXPECT_EQ(param_of("/tokenize", R"({"prompt": "a", "model": 7})"), "model");
+  EXPECT_EQ(param_of("/detokenize", "{}"), "tokens");
+  EXPECT_EQ(param_of("/detokenize", R"({"tokens": "1 2"})"), "tokens");
+  EXPECT_EQ(param_of("/detokenize", json({{"tokens", std::vector<int>(size_t(h.engine->limits().n_ctx) + 1, 1)}}).dump()),
+            "tokens");
+  for (const std::string& bad : {std::string("-1"), std::to_string(n_vocab), std::string("1.5"), std::string("1e300"),
+                                 std::string("18446744073709551615"), std::string("9223372036854775808"),
+                                 std::string("\"3\""), std::string("null")})
+    EXPECT_EQ(param_of("/detokenize", R"({"tokens": [1, )" + bad + "]}"), "tokens") << bad;
+  for (const std::string path : {"/tokenize", "/detokenize"}) {
+    auto wrong_model = h.call("POST", path, {{"prompt", "a"}, {"tokens", {1}}, {"model", "gpt-4"}});
+    EXPECT_EQ(wrong_model->status, 404) << wrong_model->body;
+    auto malformed = h.start("POST", path, "{\"prompt\": ");
+    EXPECT_TRUE(h.run_until([&] { return malformed->done; }));
+    EXPECT_EQ(malformed->status, 400);
+    EXPECT_EQ(malformed->error_code(), "invalid_json") << malformed->body;
+    EXPECT_EQ(h.call("GET", path)->status, 405);
+  }
+}
+
+TEST(ServiceTokenization, NeedsAKeyWhereGenerationDoes) {
+  ServiceOptions o;
+  o.api_keys = {key("sk-a", "alice")};
+  Harness h(o);
+  EXPECT_EQ(h.call("POST", "/tokenize", {{"prompt", "a"}})->status, 401);
+  EXPECT_EQ(h.call("POST", "/detokenize", {{"tokens", {1}}})->status, 401);
+  EXPECT_EQ(h.call("POST", "/tokenize", {{"prompt", "a"}}, bearer("sk-a"))->status, 200);
+  EXPECT_EQ(h.call("POST", "/detokenize", {{"tokens", {1}}}, bearer("sk-a"))->status, 200);
 }
 
 }  // namespace

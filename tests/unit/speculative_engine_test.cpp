@@ -328,6 +328,35 @@ TEST(Speculative, StopStringsAndMaxTokensLandOnTheExactToken) {
   }
 }
 
+// Logit bias, stop token ids and min_tokens act on every verified position as on a plain step: the tokens are
+// the same, though a verification step emits several at once.
+TEST(Speculative, TokenControlsGiveThePlainTokens) {
+  const Outcome free_run = run_alone(greedy_request("Once upon a time", 40));
+  ASSERT_EQ(free_run.tokens.size(), 40u);
+  std::vector<Request> requests;
+  Request bias = greedy_request("Once upon a time", 40);
+  bias.sampling.logit_bias = {{free_run.tokens[5], -100.0f}, {free_run.tokens[20], 3.0f}};
+  requests.push_back(bias);
+  Request stop_id = greedy_request("Once upon a time", 40);
+  stop_id.sampling.stop_token_ids = {free_run.tokens[17]};
+  requests.push_back(stop_id);
+  Request held = stop_id;
+  held.sampling.min_tokens = 25;
+  held.sampling.stop = {free_run.text.substr(10, 3)};
+  requests.push_back(held);
+  for (const SpeculativeOptions& spec : {ngram(8), draft(8)}) {
+    EngineOptions o = small_options();
+    o.speculative = spec;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Outcome want = run_alone(requests[i]);
+      const Outcome got = run_alone(requests[i], o);
+      EXPECT_EQ(got.tokens, want.tokens) << "request " << i;
+      EXPECT_EQ(got.text, want.text) << "request " << i;
+      EXPECT_EQ(got.reason, want.reason) << "request " << i;
+    }
+  }
+}
+
 // Randomized: greedy and sampled requests, stop strings, short and long outputs, cancellations at random
 // moments, n > 1; afterwards neither the target's pool nor the draft's holds a block.
 TEST(Speculative, NoBlockLeaksAfterARandomizedMixedRun) {
