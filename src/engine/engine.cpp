@@ -477,10 +477,12 @@ void Engine::Impl::deliver_prompt_logits(LiveSample& r, const ScheduledChunk& ch
     // Row p is the distribution of prompt token p + 1; the last prompt position's is the first generated token's.
     ev.kind = StreamEvent::Kind::PromptLogprobs;
     std::vector<int32_t> scratch;
-    for (int64_t p = from; p < to && p + 1 < r.seq.n_prompt; ++p)
+    for (int64_t p = from; p < to && p + 1 < r.seq.n_prompt; ++p) {
       ev.prompt_logprobs.push_back(position_logprobs(part.subspan(size_t(p - from) * n_vocab, n_vocab),
                                                      r.request.prompt[size_t(p + 1)],
                                                      size_t(r.request.prompt_logprobs), scratch));
+      ev.prompt_logprobs.back().position = p + 1;
+    }
   }
   r.n_prompt_logits_sent = to;
   if (ev.kind == StreamEvent::Kind::PromptLogprobs && ev.prompt_logprobs.empty()) return;

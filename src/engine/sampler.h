@@ -38,6 +38,7 @@ float log_sum_exp(std::span<const float> row);
 // distribution for the next prompt token `next` (no temperature, penalties or bias: nothing was sampled), and
 // its `k` most likely tokens, most likely first.
 struct PositionLogprobs {
+  int64_t position = 0;  // of `token` in the prompt (set by the caller)
   int32_t token = -1;
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;

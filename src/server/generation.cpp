@@ -3,6 +3,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -69,6 +70,24 @@ Generation::Generation(const ServingContext& context, std::shared_ptr<Responder>
       deadline_(deadline),
       choices_(size_t(request_.n)) {
   ctx_.lifecycle.count_in();
+  if (request_.echo) {
+    const std::string decoded = ctx_.tokenizer.decode(prompt_);
+    echo_text_ = request_.prompt_is_tokens ? decoded : request_.prompt;
+    if (request_.logprobs && !prompt_.empty()) {
+      // The text leaves out the space a SentencePiece tokenizer puts in front (decode drops it from the first
+      // piece with text): that token's text_offset step is one byte short of its piece.
+      size_t pieces = 0;
+      for (size_t i = 0; i < prompt_.size(); ++i) {
+        const size_t n = ctx_.tokenizer.token_piece(prompt_[i]).size();
+        if (n > 0 && pieces == 0) echo_trimmed_token_ = i;
+        pieces += n;
+      }
+      echo_trimmed_bytes_ = int64_t(pieces) - int64_t(decoded.size());
+      TokenInfo first = echo_token(prompt_[0]);
+      first.no_context = true;
+      echo_tokens_.push_back(std::move(first));
+    }
+  }
   if (request_.structured.tools_active())
     for (size_t i = 0; i < choices_.size(); ++i) choices_[i].tools = new_tool_parser(i);
 }
@@ -200,10 +219,40 @@ void Generation::handle_event(size_t index, const StreamEvent& event, Clock::tim
     return;
   }
   if (!c.running) return;
-  if (event.kind == StreamEvent::Kind::Token)
+  if (event.kind == StreamEvent::Kind::PromptLogprobs)
+    on_prompt_logprobs(event);
+  else if (event.kind == StreamEvent::Kind::Token)
     on_token(c, index, event, at);
-  else
+  else if (event.kind == StreamEvent::Kind::Finished)
     on_finished(c, index, event);
+}
+
+void Generation::on_prompt_logprobs(const StreamEvent& event) {
+  const Tokenizer& tok = ctx_.tokenizer;
+  for (const PositionLogprobs& p : event.prompt_logprobs) {
+    // Each position once, in order: a choice retried on the fallback reports the prompt again from the start
+    // (several retried choices, each on its own).
+    if (p.position != int64_t(echo_tokens_.size())) continue;
+    TokenInfo info = echo_token(p.token);
+    info.logprob = p.logprob;
+    for (const auto& [id, logprob] : p.top) info.top.push_back({tok.token_piece(id), logprob});
+    echo_tokens_.push_back(std::move(info));
+  }
+}
+
+TokenInfo Generation::echo_token(int32_t id) const {
+  TokenInfo info;
+  info.piece = ctx_.tokenizer.token_piece(id);
+  if (echo_tokens_.size() == echo_trimmed_token_ && echo_trimmed_bytes_ > 0)
+    info.text_bytes = std::max<int64_t>(0, int64_t(info.piece.size()) - echo_trimmed_bytes_);
+  return info;
+}
+
+std::string Generation::take_echo(Choice& c) {
+  if (!request_.echo || c.echoed) return {};
+  c.echoed = true;
+  if (request_.logprobs) c.pending.insert(c.pending.begin(), echo_tokens_.begin(), echo_tokens_.end());
+  return echo_text_;
 }
 
 void Generation::on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at) {
@@ -317,6 +366,11 @@ void Generation::ensure_stream_started() {
 
 void Generation::stream_chunk(Choice& c, size_t index, std::string_view text, std::optional<FinishReason> finish) {
   ensure_stream_started();
+  std::string echoed = take_echo(c);
+  if (!echoed.empty()) {
+    echoed += text;
+    text = echoed;
+  }
   const bool role = header_.endpoint == Endpoint::ChatCompletions && !c.role_sent;
   c.role_sent = true;
   c.streamed = true;
@@ -325,7 +379,7 @@ void Generation::stream_chunk(Choice& c, size_t index, std::string_view text, st
   nlohmann::json chunk =
       chunk_json(header_, int32_t(index), text, role, lp, c.text_offset, finish, request_.include_usage);
   if (finish && c.tools) chunk["choices"][0]["finish_reason"] = finish_reason_string(*finish, !c.tools->calls().empty());
-  for (const TokenInfo& t : c.pending) c.text_offset += int64_t(t.piece.size());
+  for (const TokenInfo& t : c.pending) c.text_offset += t.bytes_in_text();
   c.pending.clear();
   responder_->write(sse_event(dump_json(chunk)));
 }
@@ -378,6 +432,14 @@ void Generation::respond() {
     }
     return;
   }
+  if (request_.echo) {
+    // The complete choices (the body, and what the cache replays) start with the prompt; a stream sends it with
+    // each choice's first chunk instead.
+    for (Choice& c : choices_) {
+      c.result.text.insert(0, echo_text_);
+      if (request_.logprobs) c.result.tokens.insert(c.result.tokens.begin(), echo_tokens_.begin(), echo_tokens_.end());
+    }
+  }
   if (cacheable && !error_) {
     CachedResult cached;
     cached.prompt_tokens = usage.prompt_tokens;
@@ -389,10 +451,12 @@ void Generation::respond() {
   if (request_.stream) {
     ensure_stream_started();
     std::vector<ChoiceTail> tails;
+    std::vector<std::string> echoes(choices_.size());  // a choice that ends here may not have echoed yet
     for (size_t i = 0; i < choices_.size(); ++i) {  // a choice that timed out before the stream began
-      const Choice& c = choices_[i];
+      Choice& c = choices_[i];
       if (c.finish_sent) continue;
-      tails.push_back({int32_t(i), {}, header_.endpoint == Endpoint::ChatCompletions && !c.role_sent,
+      echoes[i] = take_echo(c);
+      tails.push_back({int32_t(i), echoes[i], header_.endpoint == Endpoint::ChatCompletions && !c.role_sent,
                        request_.logprobs ? &c.pending : nullptr, c.text_offset, c.result.finish_reason});
     }
     finish_stream(*responder_, header_, request_, tails, usage);

@@ -98,6 +98,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     bool role_sent = false;
     bool finish_sent = false;       // the chunk with its finish_reason went out
     bool holds_queue_slot = false;  // released when it leaves the engine's queue (its first event)
+    bool echoed = false;            // echo: the prompt went out with its first chunk
     ChoiceResult result;
     std::vector<TokenInfo> pending; // logprobs not yet streamed
     int64_t text_offset = 0;        // completions logprobs: offset of the next streamed token
@@ -115,6 +116,13 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void release_queue_slot(Choice& c);
   void on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at);
   void on_finished(Choice& c, size_t index, const StreamEvent& event);
+  // echo with logprobs: the prompt positions' logprobs, kept for every choice's echo.
+  void on_prompt_logprobs(const StreamEvent& event);
+  // echo: the prompt's text once per choice (empty after the first call, or without echo), its logprobs put in
+  // front of c.pending.
+  std::string take_echo(Choice& c);
+  // The next echoed prompt token's piece, and its share of the echoed text.
+  TokenInfo echo_token(int32_t id) const;
   void stream_chunk(Choice& c, size_t index, std::string_view text, std::optional<FinishReason> finish);
   // Chat with tools: `text` through the choice's parser; its content and tool-call deltas are streamed.
   void on_reply_text(Choice& c, size_t index, std::string_view text, bool end);
@@ -132,6 +140,10 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::shared_ptr<Responder> responder_;
   ApiRequest request_;
   std::vector<int32_t> prompt_;
+  std::string echo_text_;               // echo: the prompt as given, or its tokens decoded
+  std::vector<TokenInfo> echo_tokens_;  // echo with logprobs: one per prompt token as the engine reports them
+  size_t echo_trimmed_token_ = 0;       // the prompt token whose piece carries the tokenizer's leading space
+  int64_t echo_trimmed_bytes_ = 0;      // and how many bytes of it the text leaves out (0 or 1)
   ResponseHeader header_;
   Accounting accounting_;
   std::optional<Clock::time_point> deadline_;

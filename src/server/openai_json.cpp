@@ -138,6 +138,9 @@ void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
   if (const json* v = field(body, "logit_bias")) s.logit_bias = read_logit_bias(*v);
   if (const json* v = field(body, "stop_token_ids")) s.stop_token_ids = read_stop_token_ids(*v);
   if (const json* v = field(body, "min_tokens")) s.min_tokens = int32_t(read_int(*v, "min_tokens", 0, limits.max_tokens));
+  // Read first: with echo, max_tokens may be 0 (the prompt's logprobs only: how evaluation harnesses score text).
+  if (r.endpoint == Endpoint::Completions)
+    if (const json* v = field(body, "echo")) r.echo = read_bool(*v, "echo");
   const char* max_name = "max_tokens";
   const json* max_tokens = field(body, "max_tokens");
   if (r.endpoint == Endpoint::ChatCompletions && !max_tokens) {
@@ -145,7 +148,7 @@ void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
     max_name = "max_completion_tokens";
   }
   if (max_tokens) {
-    s.max_tokens = int32_t(read_int(*max_tokens, max_name, 1, limits.max_tokens));
+    s.max_tokens = int32_t(read_int(*max_tokens, max_name, r.echo ? 0 : 1, limits.max_tokens));
     r.max_tokens_given = true;
   }
   if (const json* v = field(body, "n")) r.n = int32_t(read_int(*v, "n", 1, limits.max_n));
@@ -223,11 +226,16 @@ json logprobs_completions(const std::vector<TokenInfo>& tokens, int64_t text_off
   for (const TokenInfo& t : tokens) {
     toks.push_back(t.piece);
     lps.push_back(t.logprob);
-    json top = json::object();
-    for (const TokenAlternative& a : t.top) top[a.piece] = a.logprob;
-    tops.push_back(std::move(top));
+    if (t.no_context) {
+      lps.back() = nullptr;
+      tops.push_back(nullptr);
+    } else {
+      json top = json::object();
+      for (const TokenAlternative& a : t.top) top[a.piece] = a.logprob;
+      tops.push_back(std::move(top));
+    }
     offsets.push_back(text_offset);
-    text_offset += int64_t(t.piece.size());
+    text_offset += t.bytes_in_text();
   }
   return {{"tokens", std::move(toks)}, {"token_logprobs", std::move(lps)}, {"top_logprobs", std::move(tops)},
           {"text_offset", std::move(offsets)}};
@@ -300,7 +308,6 @@ ApiRequest parse_completion_request(const json& body, const ParseLimits& limits,
     r.top_logprobs = int32_t(read_int(*v, "logprobs", 0, limits.max_top_logprobs));
     r.logprobs = true;
   }
-  if (const json* v = field(body, "echo"); v && read_bool(*v, "echo")) bad("echo", "is not supported");
   if (const json* v = field(body, "best_of"); v && read_int(*v, "best_of", 1, limits.max_n) != r.n)
     bad("best_of", "is not supported");
   if (const json* v = field(body, "suffix"); v && !read_string(*v, "suffix").empty()) bad("suffix", "is not supported");
@@ -354,7 +361,11 @@ ApiRequest parse_chat_request(const json& body, const ParseLimits& limits, const
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece) {
+int64_t response_tokens(const ApiRequest& req, int64_t n_prompt_tokens) {
+  return int64_t(req.sampling.max_tokens) + (req.echo ? n_prompt_tokens : 0);
+}
+
+uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece, int64_t n_prompt_tokens) {
   const uint64_t escaped = 6 * uint64_t(longest_piece);  // "\u00XX" per byte at worst
   uint64_t per_token = escaped;                           // the text
   if (req.logprobs) {
@@ -363,7 +374,7 @@ uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece) 
     const uint64_t entry = escaped + 4 * uint64_t(longest_piece) + 96;
     per_token += (1 + uint64_t(req.top_logprobs)) * entry + 64;
   }
-  return uint64_t(req.n) * (uint64_t(req.sampling.max_tokens) * per_token + 512) + 1024;
+  return uint64_t(req.n) * (uint64_t(response_tokens(req, n_prompt_tokens)) * per_token + 512) + 1024;
 }
 
 const char* finish_reason_string(FinishReason reason, bool called_tools) {

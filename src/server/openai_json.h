@@ -41,6 +41,7 @@ struct ApiRequest {
   int32_t n = 1;
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
+  bool echo = false;                   // completions: the reply starts with the prompt (and its logprobs)
   bool logprobs = false;               // report the sampled token's log-probability
   int32_t top_logprobs = 0;            // alternatives per token
   std::optional<int32_t> priority;     // extension: lower is served first
@@ -97,6 +98,11 @@ struct TokenInfo {
   std::string piece;  // raw bytes of the token (may be part of a UTF-8 character)
   float logprob = 0.0f;
   std::vector<TokenAlternative> top;
+  bool no_context = false;  // an echoed prompt's first token: nothing precedes it, its logprob and top are null
+  // Bytes of the choice's text the token stands for, when not piece.size(): an echoed prompt's first word, whose
+  // piece has the space the tokenizer put in front of the text (text_offset counts in the text).
+  int64_t text_bytes = -1;
+  int64_t bytes_in_text() const { return text_bytes >= 0 ? text_bytes : int64_t(piece.size()); }
 };
 
 struct ChoiceResult {
@@ -137,10 +143,12 @@ nlohmann::json chunk_json(const ResponseHeader& h, int32_t index, std::string_vi
 // The final usage chunk: empty choices and the totals.
 nlohmann::json usage_chunk_json(const ResponseHeader& h, const Usage& usage);
 
+// The tokens each choice of a response to `req` may hold: max_tokens, and with echo the prompt's.
+int64_t response_tokens(const ApiRequest& req, int64_t n_prompt_tokens);
 // An upper bound of the bytes of a non-streaming response to `req` (the streaming ones are sent as they come):
-// n choices of max_tokens tokens of at most `longest_piece` bytes each, every byte escaped for JSON (at most 6
-// bytes), and with logprobs the token and its top_logprobs alternatives with their byte arrays.
-uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece);
+// n choices of response_tokens tokens of at most `longest_piece` bytes each, every byte escaped for JSON (at most
+// 6 bytes), and with logprobs the token and its top_logprobs alternatives with their byte arrays.
+uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece, int64_t n_prompt_tokens);
 
 // "stop", "length", "timeout", "cancelled" ("error" is never sent as a finish reason).
 const char* finish_reason_string(FinishReason reason);

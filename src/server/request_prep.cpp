@@ -44,6 +44,7 @@ Request engine_request(const ApiRequest& api, const std::vector<int32_t>& prompt
   r.priority = api.priority.value_or(0);
   r.logprobs = api.logprobs;
   r.top_logprobs = api.top_logprobs;
+  if (api.echo && api.logprobs) r.prompt_logprobs = api.top_logprobs;
   r.cache_namespace = api.cache_namespace;
   r.n = api.n;  // one prompt, n samples forked from it (sample i draws with seed + i)
   r.must_fit_context = true;  // the API refuses what cannot complete its max_tokens
@@ -113,12 +114,15 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
   // A complete response is built in memory and sent at once: refuse one that could pass the limit, naming it,
   // rather than drop it half written. A stream is sent as it comes and has no such bound.
   if (!req.stream) {
-    const uint64_t worst = worst_case_response_bytes(req, longest_piece_);
+    const auto n_prompt = int64_t(p.prompt.size());
+    const uint64_t worst = worst_case_response_bytes(req, longest_piece_, n_prompt);
+    const uint64_t tokens = uint64_t(req.n) * uint64_t(std::max<int64_t>(1, response_tokens(req, n_prompt)));
     if (worst > options_.max_response_bytes)
       throw ApiException(ErrorCode::InvalidRequest,
                          "the response could reach " + std::to_string(worst) + " bytes (n = " + std::to_string(req.n) +
-                             " x max_tokens = " + std::to_string(req.sampling.max_tokens) + " x up to " +
-                             std::to_string(worst / (uint64_t(req.n) * uint64_t(req.sampling.max_tokens))) +
+                             " x max_tokens = " + std::to_string(req.sampling.max_tokens) +
+                             (req.echo ? " + the echoed prompt's " + std::to_string(n_prompt) : std::string()) +
+                             " x up to " + std::to_string(worst / tokens) +
                              " bytes per token with top_logprobs = " + std::to_string(req.top_logprobs) +
                              "), more than this server's limit of " + std::to_string(options_.max_response_bytes) +
                              " bytes for a complete response; ask for fewer tokens, choices or logprobs, or stream",

@@ -140,3 +140,16 @@ test('logit_bias and min_tokens pass through the client; /tokenize counts what u
     client.completions.create({ model: 'stories260K', prompt: PROMPT, max_tokens: 4, logit_bias: { 'x': 1 } }),
     (e) => e.status === 400 && e.error?.param === 'logit_bias');
 });
+
+test('echo with logprobs and max_tokens 0 scores the prompt, as evaluation harnesses ask', async () => {
+  const r = await client.completions.create({
+    model: 'stories260K', prompt: PROMPT, max_tokens: 0, echo: true, logprobs: 1, temperature: 0,
+  });
+  const c = r.choices[0];
+  assert.equal(c.text, PROMPT);
+  assert.equal(r.usage.completion_tokens, 0);
+  assert.equal(c.logprobs.tokens.length, r.usage.prompt_tokens);
+  assert.equal(c.logprobs.token_logprobs[0], null);
+  assert.equal(c.logprobs.top_logprobs[0], null);
+  for (const lp of c.logprobs.token_logprobs.slice(1)) assert.ok(lp <= 0 && lp > -100, String(lp));
+});

@@ -600,6 +600,7 @@ TEST(Engine, PromptLogprobsAreTheRawRowsLogSoftmax) {
       for (float x : row) z += std::exp(double(x));
       const PositionLogprobs& got = out.prompt_logprobs[p];
       EXPECT_EQ(got.token, prompt[p + 1]);
+      EXPECT_EQ(got.position, int64_t(p + 1));
       EXPECT_NEAR(got.logprob, double(row[size_t(prompt[p + 1])]) - std::log(z), 1e-4) << p;
       ASSERT_EQ(got.top.size(), 3u);
       std::vector<int32_t> order(n_vocab);

@@ -237,6 +237,9 @@ TEST(ServerResultCache, KeyCoversTenantSaltParametersAndPrompt) {
   b = a;
   b.sampling.min_tokens = 3;
   EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
+  b = a;
+  b.echo = true;
+  EXPECT_NE(result_cache_key(a, "m", {1, 2}, t), result_cache_key(b, "m", {1, 2}, t));
   ApiRequest sampled;
   sampled.sampling.temperature = 1.0f;
   EXPECT_FALSE(sampled.deterministic());

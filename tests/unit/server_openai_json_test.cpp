@@ -296,20 +296,24 @@ TEST(ServerOpenAiJson, ResponseShapes) {
 // \u00XX) and invalid UTF-8 (replaced), in both endpoints, with and without logprobs.
 TEST(ServerOpenAiJson, WorstCaseResponseBytesBoundTheRealResponse) {
   const std::string piece = std::string("\x01\x02\x1f\xff\xfe\"\\") + std::string(9, '\x7f');  // 16 bytes
-  for (const Endpoint e : {Endpoint::Completions, Endpoint::ChatCompletions}) {
+  // With echo, a completion's choices also hold the prompt's 30 tokens (the first without a logprob).
+  for (const auto& [e, echo] : {std::pair{Endpoint::Completions, false}, std::pair{Endpoint::Completions, true},
+                                std::pair{Endpoint::ChatCompletions, false}}) {
     for (const int top : {0, 20}) {
       ApiRequest req;
       req.endpoint = e;
       req.n = 3;
       req.sampling.max_tokens = 50;
+      req.echo = echo;
       req.logprobs = top > 0;
       req.top_logprobs = top;
+      const int n_prompt = 30, n_tokens = echo ? 80 : 50;
       std::vector<ChoiceResult> choices(3);
       for (ChoiceResult& c : choices) {
         c.n_generated = 50;
-        for (int i = 0; i < 50; ++i) {
+        for (int i = 0; i < n_tokens; ++i) {
           c.text += piece;
-          TokenInfo t{piece, -123.456789f, {}};
+          TokenInfo t{piece, -123.456789f, {}, echo && i == 0};
           // Distinct alternatives: completions' top_logprobs is an object keyed by the piece.
           for (int k = 0; k < top; ++k) t.top.push_back({piece.substr(0, 15) + char('a' + k), -1e-30f});
           c.tokens.push_back(t);
@@ -317,8 +321,8 @@ TEST(ServerOpenAiJson, WorstCaseResponseBytesBoundTheRealResponse) {
       }
       ResponseHeader h{e, "chatcmpl-0123456789abcdef", 1700000000, std::string(64, 'm')};
       const size_t real = dump_json(response_json(h, choices, {5, 150, 0}, req.logprobs)).size();
-      const uint64_t bound = worst_case_response_bytes(req, piece.size());
-      EXPECT_LE(real, bound) << "endpoint " << int(e) << " top " << top;
+      const uint64_t bound = worst_case_response_bytes(req, piece.size(), n_prompt);
+      EXPECT_LE(real, bound) << "endpoint " << int(e) << " top " << top << " echo " << echo;
       EXPECT_GT(real, bound / 5) << "the bound is far too loose";
     }
   }

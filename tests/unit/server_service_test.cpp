@@ -50,6 +50,16 @@ class FakeResponder : public Responder {
     return {};
   }
   json body_json() const { return json::parse(body); }
+  // A stream's events, [DONE] left out.
+  std::vector<json> sse_json() const {
+    std::vector<json> events;
+    for (size_t at = body.find("data: "); at != std::string::npos; at = body.find("data: ", at + 1)) {
+      const size_t end = body.find("\n\n", at);
+      const std::string data = body.substr(at + 6, end - at - 6);
+      if (data != "[DONE]") events.push_back(json::parse(data));
+    }
+    return events;
+  }
   std::string error_code() const { return body_json()["error"]["code"].get<std::string>(); }
 
   int status = 0;
@@ -584,6 +594,77 @@ TEST(ServiceTokenization, NeedsAKeyWhereGenerationDoes) {
   EXPECT_EQ(h.call("POST", "/detokenize", {{"tokens", {1}}})->status, 401);
   EXPECT_EQ(h.call("POST", "/tokenize", {{"prompt", "a"}}, bearer("sk-a"))->status, 200);
   EXPECT_EQ(h.call("POST", "/detokenize", {{"tokens", {1}}}, bearer("sk-a"))->status, 200);
+}
+
+}  // namespace
+}  // namespace tessera::server
+
+namespace tessera::server {
+namespace {
+
+// OpenAI's echo on /v1/completions, as evaluation harnesses use it: the prompt comes back in front of the text,
+// and with logprobs each prompt token's log-probability (the first one null), max_tokens 0 allowed.
+TEST(ServiceEcho, ThePromptComesBackWithItsLogprobs) {
+  ServiceOptions o;
+  o.result_cache_bytes = 0;
+  Harness h(o);
+  const std::string prompt = "Once upon a time";
+  const json plain = post(h, "/v1/completions",
+                          {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 2}});
+  const json echo = post(h, "/v1/completions",
+                         {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 2}, {"echo", true}});
+  const int n_prompt = echo["usage"]["prompt_tokens"];
+  EXPECT_EQ(echo["usage"]["completion_tokens"], plain["usage"]["completion_tokens"]);
+  const json& got = echo["choices"][0];
+  const json& want = plain["choices"][0];
+  EXPECT_EQ(got["text"], prompt + want["text"].get<std::string>());
+  const json& lp = got["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), size_t(n_prompt) + want["logprobs"]["tokens"].size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (int i = 1; i < n_prompt; ++i) {
+    EXPECT_LE(lp["token_logprobs"][size_t(i)].get<double>(), 0.0) << i;
+    EXPECT_EQ(lp["top_logprobs"][size_t(i)].size(), 2u) << i;
+  }
+  // text_offset indexes the returned text: the tokenizer's leading space is not in the echoed prompt.
+  EXPECT_EQ(lp["text_offset"][size_t(n_prompt)], prompt.size());
+  for (size_t i = 1; i < lp["text_offset"].size(); ++i)
+    EXPECT_LE(lp["text_offset"][i - 1].get<int>(), lp["text_offset"][i].get<int>());
+  for (size_t i = 0; i < want["logprobs"]["tokens"].size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][size_t(n_prompt) + i],
+              want["logprobs"]["text_offset"][i].get<size_t>() + prompt.size());
+    EXPECT_EQ(lp["tokens"][size_t(n_prompt) + i], want["logprobs"]["tokens"][i]);
+    EXPECT_EQ(lp["token_logprobs"][size_t(n_prompt) + i], want["logprobs"]["token_logprobs"][i]);
+  }
+
+  // The prompt's logprobs are those the model gives when it generates the same tokens: score the greedy run's
+  // own output as a prompt (token ids), max_tokens 0.
+  const json ids = post(h, "/tokenize", {{"prompt", prompt + want["text"].get<std::string>()}})["tokens"];
+  const json scored = post(h, "/v1/completions", {{"prompt", ids}, {"max_tokens", 0}, {"logprobs", 1}, {"echo", true}});
+  EXPECT_EQ(scored["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(scored["choices"][0]["finish_reason"], "length");
+  const json& slp = scored["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(slp.size(), ids.size());
+  if (ids.size() == lp["tokens"].size()) {  // the text tokenizes back to the same ids
+    for (size_t i = size_t(n_prompt); i < ids.size(); ++i)
+      EXPECT_NEAR(slp[i].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-4) << i;
+  }
+
+  // Without logprobs, and streamed: the text alone, the prompt with each choice's first chunk.
+  const json bare = post(h, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 0}, {"echo", true}});
+  EXPECT_EQ(bare["choices"][0]["text"], prompt);
+  EXPECT_FALSE(bare["choices"][0].contains("logprobs") && !bare["choices"][0]["logprobs"].is_null());
+  auto stream = h.complete({{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"echo", true}, {"n", 2},
+                            {"stream", true}});
+  ASSERT_EQ(stream->status, 200);
+  std::vector<std::string> texts(2);
+  for (const json& chunk : stream->sse_json())
+    for (const json& c : chunk["choices"]) texts[c["index"].get<size_t>()] += c["text"].get<std::string>();
+  for (const std::string& t : texts) EXPECT_EQ(t, got["text"]);
+
+  // max_tokens 0 needs echo; echo is a boolean.
+  EXPECT_EQ(h.complete({{"prompt", prompt}, {"max_tokens", 0}})->body_json()["error"]["param"], "max_tokens");
+  EXPECT_EQ(h.complete({{"prompt", prompt}, {"echo", "yes"}})->body_json()["error"]["param"], "echo");
 }
 
 }  // namespace
