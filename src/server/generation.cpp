@@ -59,37 +59,42 @@ void replay(Responder& responder, Metrics& metrics, const ResponseHeader& header
 }
 
 Generation::Generation(const ServingContext& context, std::shared_ptr<Responder> responder, ApiRequest request,
-                       std::vector<int32_t> prompt, ResponseHeader header, Accounting accounting,
+                       std::vector<std::vector<int32_t>> prompts, ResponseHeader header, Accounting accounting,
                        std::optional<Clock::time_point> deadline)
     : ctx_(context),
       responder_(std::move(responder)),
       request_(std::move(request)),
-      prompt_(std::move(prompt)),
       header_(std::move(header)),
       accounting_(std::move(accounting)),
       deadline_(deadline),
-      choices_(size_t(request_.n)) {
+      choices_(prompts.size() * size_t(request_.n)) {
   ctx_.lifecycle.count_in();
-  if (request_.echo) {
-    const std::string decoded = ctx_.tokenizer.decode(prompt_);
-    echo_text_ = request_.prompt_is_tokens ? decoded : request_.prompt;
-    if (request_.logprobs && !prompt_.empty()) {
-      // The text leaves out the space a SentencePiece tokenizer puts in front (decode drops it from the first
-      // piece with text): that token's text_offset step is one byte short of its piece.
-      size_t pieces = 0;
-      for (size_t i = 0; i < prompt_.size(); ++i) {
-        const size_t n = ctx_.tokenizer.token_piece(prompt_[i]).size();
-        if (n > 0 && pieces == 0) echo_trimmed_token_ = i;
-        pieces += n;
-      }
-      echo_trimmed_bytes_ = int64_t(pieces) - int64_t(decoded.size());
-      TokenInfo first = echo_token(prompt_[0]);
-      first.no_context = true;
-      echo_tokens_.push_back(std::move(first));
-    }
+  prompts_.resize(prompts.size());
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    prompts_[p].tokens = std::move(prompts[p]);
+    if (request_.echo) init_echo(prompts_[p], request_.prompt_is_tokens ? nullptr : &request_.prompts[p]);
   }
+  for (size_t i = 0; i < choices_.size(); ++i) choices_[i].prompt = i / size_t(request_.n);
   if (request_.structured.tools_active())
     for (size_t i = 0; i < choices_.size(); ++i) choices_[i].tools = new_tool_parser(i);
+}
+
+void Generation::init_echo(PromptState& prompt, const std::string* text) const {
+  const std::string decoded = ctx_.tokenizer.decode(prompt.tokens);
+  prompt.echo_text = text ? *text : decoded;
+  if (!request_.logprobs || prompt.tokens.empty()) return;
+  // The text leaves out the space a SentencePiece tokenizer puts in front (decode drops it from the first piece
+  // with text): that token's text_offset step is one byte short of its piece.
+  size_t pieces = 0;
+  for (size_t i = 0; i < prompt.tokens.size(); ++i) {
+    const size_t n = ctx_.tokenizer.token_piece(prompt.tokens[i]).size();
+    if (n > 0 && pieces == 0) prompt.echo_trimmed_token = i;
+    pieces += n;
+  }
+  prompt.echo_trimmed_bytes = int64_t(pieces) - int64_t(decoded.size());
+  TokenInfo first = echo_token(prompt, prompt.tokens[0]);
+  first.no_context = true;
+  prompt.echo_tokens.push_back(std::move(first));
 }
 
 std::unique_ptr<ToolCallParser> Generation::new_tool_parser(size_t index) const {
@@ -114,7 +119,7 @@ void Generation::start(Engine& engine) {
   const bool on_fallback = &engine == ctx_.lifecycle.fallback();
   try {
     for (Choice& c : choices_) c.on_fallback = on_fallback;
-    submit(0, choices_.size(), engine);
+    for (size_t p = 0; p < prompts_.size(); ++p) submit(p * size_t(request_.n), size_t(request_.n), engine);
     for (Choice& c : choices_) {
       c.holds_queue_slot = true;
       ctx_.gateway.take_queue_slot();
@@ -148,7 +153,7 @@ void Generation::start(Engine& engine) {
 }
 
 void Generation::submit(size_t first, size_t count, Engine& engine) {
-  Request r = engine_request(request_, prompt_);
+  Request r = engine_request(request_, prompts_[choices_[first].prompt].tokens);  // one prompt's choices
   // Choices [first, first + count) as the engine's samples 0..count-1: sample i draws with seed + i, so choice
   // k always draws with seed + k (distinct but reproducible), whether forked together or re-run alone.
   r.n = int32_t(count);
@@ -220,39 +225,40 @@ void Generation::handle_event(size_t index, const StreamEvent& event, Clock::tim
   }
   if (!c.running) return;
   if (event.kind == StreamEvent::Kind::PromptLogprobs)
-    on_prompt_logprobs(event);
+    on_prompt_logprobs(prompts_[c.prompt], event);
   else if (event.kind == StreamEvent::Kind::Token)
     on_token(c, index, event, at);
   else if (event.kind == StreamEvent::Kind::Finished)
     on_finished(c, index, event);
 }
 
-void Generation::on_prompt_logprobs(const StreamEvent& event) {
+void Generation::on_prompt_logprobs(PromptState& prompt, const StreamEvent& event) const {
   const Tokenizer& tok = ctx_.tokenizer;
   for (const PositionLogprobs& p : event.prompt_logprobs) {
     // Each position once, in order: a choice retried on the fallback reports the prompt again from the start
     // (several retried choices, each on its own).
-    if (p.position != int64_t(echo_tokens_.size())) continue;
-    TokenInfo info = echo_token(p.token);
+    if (p.position != int64_t(prompt.echo_tokens.size())) continue;
+    TokenInfo info = echo_token(prompt, p.token);
     info.logprob = p.logprob;
     for (const auto& [id, logprob] : p.top) info.top.push_back({tok.token_piece(id), logprob});
-    echo_tokens_.push_back(std::move(info));
+    prompt.echo_tokens.push_back(std::move(info));
   }
 }
 
-TokenInfo Generation::echo_token(int32_t id) const {
+TokenInfo Generation::echo_token(const PromptState& prompt, int32_t id) const {
   TokenInfo info;
   info.piece = ctx_.tokenizer.token_piece(id);
-  if (echo_tokens_.size() == echo_trimmed_token_ && echo_trimmed_bytes_ > 0)
-    info.text_bytes = std::max<int64_t>(0, int64_t(info.piece.size()) - echo_trimmed_bytes_);
+  if (prompt.echo_tokens.size() == prompt.echo_trimmed_token && prompt.echo_trimmed_bytes > 0)
+    info.text_bytes = std::max<int64_t>(0, int64_t(info.piece.size()) - prompt.echo_trimmed_bytes);
   return info;
 }
 
 std::string Generation::take_echo(Choice& c) {
   if (!request_.echo || c.echoed) return {};
   c.echoed = true;
-  if (request_.logprobs) c.pending.insert(c.pending.begin(), echo_tokens_.begin(), echo_tokens_.end());
-  return echo_text_;
+  const PromptState& prompt = prompts_[c.prompt];
+  if (request_.logprobs) c.pending.insert(c.pending.begin(), prompt.echo_tokens.begin(), prompt.echo_tokens.end());
+  return prompt.echo_text;
 }
 
 void Generation::on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at) {
@@ -341,7 +347,7 @@ void Generation::on_finished(Choice& c, size_t index, const StreamEvent& event) 
   ctx_.metrics.observe_request(event.stats, reason);
   if (reason == FinishReason::Timeout) ctx_.metrics.count_timeout();
   if (reason == FinishReason::Cancelled) ctx_.metrics.count_cancellation();
-  if (index == 0) n_cached_prompt_tokens_ = event.stats.n_cached_prompt_tokens;
+  if (index % size_t(request_.n) == 0) n_cached_prompt_tokens_ += event.stats.n_cached_prompt_tokens;  // per prompt
   c.result.text += event.text;
   c.result.finish_reason = reason;
   std::string_view last_text = event.text;
@@ -404,7 +410,7 @@ void Generation::complete() {
 void Generation::respond() {
   deadline_timer_.reset();  // cancels it; the handler holds only a weak pointer
   Usage usage;
-  usage.prompt_tokens = int64_t(prompt_.size());
+  for (const PromptState& p : prompts_) usage.prompt_tokens += int64_t(p.tokens.size());
   usage.cached_tokens = n_cached_prompt_tokens_;
   bool any_tokens = false, cacheable = !accounting_.cache_key.empty(), answered_by_fallback = false;
   for (const Choice& c : choices_) {
@@ -436,8 +442,10 @@ void Generation::respond() {
     // The complete choices (the body, and what the cache replays) start with the prompt; a stream sends it with
     // each choice's first chunk instead.
     for (Choice& c : choices_) {
-      c.result.text.insert(0, echo_text_);
-      if (request_.logprobs) c.result.tokens.insert(c.result.tokens.begin(), echo_tokens_.begin(), echo_tokens_.end());
+      const PromptState& prompt = prompts_[c.prompt];
+      c.result.text.insert(0, prompt.echo_text);
+      if (request_.logprobs)
+        c.result.tokens.insert(c.result.tokens.begin(), prompt.echo_tokens.begin(), prompt.echo_tokens.end());
     }
   }
   if (cacheable && !error_) {

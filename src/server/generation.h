@@ -76,12 +76,12 @@ class Generation : public std::enable_shared_from_this<Generation> {
   };
 
   Generation(const ServingContext& context, std::shared_ptr<Responder> responder, ApiRequest request,
-             std::vector<int32_t> prompt, ResponseHeader header, Accounting accounting,
+             std::vector<std::vector<int32_t>> prompts, ResponseHeader header, Accounting accounting,
              std::optional<Clock::time_point> deadline);
   ~Generation();
 
-  // Submits the choices to `engine` (the primary, or the fallback while the primary is marked bad) as one
-  // request of n samples; holds one queue slot per choice. Throws tessera::Error (EngineUnavailable when it
+  // Submits the choices to `engine` (the primary, or the fallback while the primary is marked bad), each
+  // prompt's as one request of n samples; holds one queue slot per choice. Throws tessera::Error (EngineUnavailable when it
   // stops; engine_refusal() maps both) when the engine refuses the request: nothing is left running and no slot
   // held then.
   void start(Engine& engine);
@@ -98,6 +98,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     bool role_sent = false;
     bool finish_sent = false;       // the chunk with its finish_reason went out
     bool holds_queue_slot = false;  // released when it leaves the engine's queue (its first event)
+    size_t prompt = 0;              // which of the request's prompts it continues
     bool echoed = false;            // echo: the prompt went out with its first chunk
     ChoiceResult result;
     std::vector<TokenInfo> pending; // logprobs not yet streamed
@@ -116,13 +117,22 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void release_queue_slot(Choice& c);
   void on_token(Choice& c, size_t index, const StreamEvent& event, Clock::time_point at);
   void on_finished(Choice& c, size_t index, const StreamEvent& event);
+  // What one prompt brings to its choices: its tokens and, with echo, its text and its tokens' logprobs.
+  struct PromptState {
+    std::vector<int32_t> tokens;
+    std::string echo_text;                // the prompt as given, or its tokens decoded
+    std::vector<TokenInfo> echo_tokens;   // with logprobs: one per prompt token as the engine reports them
+    size_t echo_trimmed_token = 0;        // the token whose piece carries the tokenizer's leading space
+    int64_t echo_trimmed_bytes = 0;       // and how many bytes of it the text leaves out (0 or 1)
+  };
+  void init_echo(PromptState& prompt, const std::string* text) const;
   // echo with logprobs: the prompt positions' logprobs, kept for every choice's echo.
-  void on_prompt_logprobs(const StreamEvent& event);
+  void on_prompt_logprobs(PromptState& prompt, const StreamEvent& event) const;
   // echo: the prompt's text once per choice (empty after the first call, or without echo), its logprobs put in
   // front of c.pending.
   std::string take_echo(Choice& c);
-  // The next echoed prompt token's piece, and its share of the echoed text.
-  TokenInfo echo_token(int32_t id) const;
+  // The prompt's next echoed token's piece, and its share of the echoed text.
+  TokenInfo echo_token(const PromptState& prompt, int32_t id) const;
   void stream_chunk(Choice& c, size_t index, std::string_view text, std::optional<FinishReason> finish);
   // Chat with tools: `text` through the choice's parser; its content and tool-call deltas are streamed.
   void on_reply_text(Choice& c, size_t index, std::string_view text, bool end);
@@ -139,11 +149,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   ServingContext ctx_;
   std::shared_ptr<Responder> responder_;
   ApiRequest request_;
-  std::vector<int32_t> prompt_;
-  std::string echo_text_;               // echo: the prompt as given, or its tokens decoded
-  std::vector<TokenInfo> echo_tokens_;  // echo with logprobs: one per prompt token as the engine reports them
-  size_t echo_trimmed_token_ = 0;       // the prompt token whose piece carries the tokenizer's leading space
-  int64_t echo_trimmed_bytes_ = 0;      // and how many bytes of it the text leaves out (0 or 1)
+  std::vector<PromptState> prompts_;
   ResponseHeader header_;
   Accounting accounting_;
   std::optional<Clock::time_point> deadline_;

@@ -290,19 +290,33 @@ ApiRequest parse_completion_request(const json& body, const ParseLimits& limits,
   parse_common(body, limits, r);
   const json* prompt = field(body, "prompt");
   if (!prompt) bad("prompt", "is required");
-  const json* p = prompt;
-  // A one-element batch is a plain prompt; several prompts in one request are not supported (use n or
-  // several requests).
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
-  if (p->is_string()) {
-    r.prompt = p->get<std::string>();
-  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+  // A string, an array of token ids, or an array of either (a batch: strings or token arrays, not both).
+  auto read_ids = [](const json& ids) {
+    std::vector<int32_t> out;
+    for (const json& t : ids) out.push_back(int32_t(read_int(t, "prompt", 0, 1 << 30)));
+    return out;
+  };
+  const char* forms = "must be a string, an array of token ids, or an array of strings or of token-id arrays";
+  if (prompt->is_string()) {
+    r.prompts.push_back(prompt->get<std::string>());
+  } else if (!prompt->is_array() || prompt->empty()) {
+    bad("prompt", forms);
+  } else if ((*prompt)[0].is_number()) {
     r.prompt_is_tokens = true;
-    for (const json& t : *p) r.prompt_tokens.push_back(int32_t(read_int(t, "prompt", 0, 1 << 30)));
-  } else if (p->is_array() && !p->empty() && (*p)[0].is_string()) {
-    bad("prompt", "holds several prompts; send one prompt per request");
+    r.prompt_ids.push_back(read_ids(*prompt));
   } else {
-    bad("prompt", "must be a string or an array of token ids");
+    if (int64_t(prompt->size()) > limits.max_prompts)
+      bad("prompt", "holds more than " + std::to_string(limits.max_prompts) + " prompts");
+    r.prompt_is_tokens = (*prompt)[0].is_array();
+    for (const json& one : *prompt) {
+      if (r.prompt_is_tokens && one.is_array() && !one.empty()) {
+        r.prompt_ids.push_back(read_ids(one));
+      } else if (!r.prompt_is_tokens && one.is_string()) {
+        r.prompts.push_back(one.get<std::string>());
+      } else {
+        bad("prompt", std::string(forms) + " (a batch holds prompts of one form, none empty)");
+      }
+    }
   }
   if (const json* v = field(body, "logprobs")) {
     r.top_logprobs = int32_t(read_int(*v, "logprobs", 0, limits.max_top_logprobs));

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -31,9 +32,12 @@ struct ChatMessage {
 struct ApiRequest {
   Endpoint endpoint = Endpoint::Completions;
   std::string model;                   // empty: the served model
-  std::string prompt;                  // completions: text prompt
-  std::vector<int32_t> prompt_tokens;  // completions: a prompt given as token ids
-  bool prompt_is_tokens = false;
+  // Completions: one prompt or several (OpenAI's prompt arrays), as text or as token ids; each prompt gets n
+  // choices, choice i of prompt p at index p·n + i. Chat: none (the messages are the prompt).
+  std::vector<std::string> prompts;
+  std::vector<std::vector<int32_t>> prompt_ids;
+  bool prompt_is_tokens = false;  // prompt_ids holds the prompts
+  size_t n_prompts() const { return prompt_is_tokens ? prompt_ids.size() : std::max<size_t>(1, prompts.size()); }
   std::vector<ChatMessage> messages;   // chat
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // chat: extra template variables (vLLM's)
   SamplingParams sampling;             // the server's base (the model's defaults), overridden by the body
@@ -59,6 +63,7 @@ struct ApiRequest {
 struct ParseLimits {
   static constexpr size_t kMaxCacheSaltBytes = 1024;
   int32_t max_n = 16;
+  int32_t max_prompts = 64;  // prompts in one completions request
   int32_t max_stop = 16;
   int32_t max_top_logprobs = 20;
   int64_t max_tokens = 1 << 20;  // absolute cap; the context check comes later with the prompt length

@@ -63,15 +63,17 @@ void RequestPreparer::check_text_fits(size_t bytes, const char* param) const {
                        param);
 }
 
-std::vector<int32_t> RequestPreparer::prompt_tokens(const ApiRequest& r) const {
+std::vector<std::vector<int32_t>> RequestPreparer::prompt_tokens(const ApiRequest& r) const {
   if (r.endpoint == Endpoint::ChatCompletions) {
     const std::string text = chat_template_.render(r.messages, r.chat_template_kwargs, r.structured.template_tools());
     check_text_fits(text.size(), "messages");
-    return encoder_.encode(text, true);
+    return {encoder_.encode(text, true)};
   }
-  if (r.prompt_is_tokens) return r.prompt_tokens;  // their range is the engine's check
-  check_text_fits(r.prompt.size(), "prompt");
-  return tokenizer_.encode(r.prompt, true);
+  if (r.prompt_is_tokens) return r.prompt_ids;  // their range is the engine's check
+  for (const std::string& text : r.prompts) check_text_fits(text.size(), "prompt");
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : r.prompts) prompts.push_back(tokenizer_.encode(text, true));
+  return prompts;
 }
 
 void RequestPreparer::check_model(const std::string& model) const {
@@ -98,15 +100,17 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
   if (!req.timeout_ms && options_.default_timeout_ms > 0) req.timeout_ms = options_.default_timeout_ms;
   check_model(req.model);
 
-  p.prompt = prompt_tokens(req);
-  const int64_t room = options_.limits.n_ctx - int64_t(p.prompt.size());
+  p.prompts = prompt_tokens(req);
+  size_t longest = 0;
+  for (const std::vector<int32_t>& prompt : p.prompts) longest = std::max(longest, prompt.size());
+  const int64_t room = options_.limits.n_ctx - int64_t(longest);
   if (!req.max_tokens_given) {
     const int64_t wanted = endpoint == Endpoint::Completions ? 16 : room;
     req.sampling.max_tokens = int32_t(std::max<int64_t>(1, std::min(wanted, room)));
   }
   // The engine's own check, before the gateway spends anything on the request (tokens, cache, queue).
   try {
-    check_request(engine_request(req, p.prompt), options_.limits);
+    for (const std::vector<int32_t>& prompt : p.prompts) check_request(engine_request(req, prompt), options_.limits);
   } catch (const InvalidRequest& e) {
     throw ApiException(api_error(e, endpoint == Endpoint::Completions ? "prompt" : "messages", req.max_tokens_given));
   }
@@ -114,12 +118,15 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
   // A complete response is built in memory and sent at once: refuse one that could pass the limit, naming it,
   // rather than drop it half written. A stream is sent as it comes and has no such bound.
   if (!req.stream) {
-    const auto n_prompt = int64_t(p.prompt.size());
-    const uint64_t worst = worst_case_response_bytes(req, longest_piece_, n_prompt);
-    const uint64_t tokens = uint64_t(req.n) * uint64_t(std::max<int64_t>(1, response_tokens(req, n_prompt)));
+    const auto n_prompt = int64_t(longest);
+    const uint64_t worst = uint64_t(p.prompts.size()) * worst_case_response_bytes(req, longest_piece_, n_prompt);
+    const uint64_t tokens =
+        uint64_t(p.prompts.size()) * uint64_t(req.n) * uint64_t(std::max<int64_t>(1, response_tokens(req, n_prompt)));
     if (worst > options_.max_response_bytes)
       throw ApiException(ErrorCode::InvalidRequest,
-                         "the response could reach " + std::to_string(worst) + " bytes (n = " + std::to_string(req.n) +
+                         "the response could reach " + std::to_string(worst) + " bytes (" +
+                             (p.prompts.size() > 1 ? std::to_string(p.prompts.size()) + " prompts x " : std::string()) +
+                             "n = " + std::to_string(req.n) +
                              " x max_tokens = " + std::to_string(req.sampling.max_tokens) +
                              (req.echo ? " + the echoed prompt's " + std::to_string(n_prompt) : std::string()) +
                              " x up to " + std::to_string(worst / tokens) +

@@ -38,8 +38,9 @@ struct PrepOptions {
 Request engine_request(const ApiRequest& request, const std::vector<int32_t>& prompt);
 
 struct PreparedRequest {
-  ApiRequest request;           // priority and timeout_ms filled from the headers and the key
-  std::vector<int32_t> prompt;  // token ids, within the context together with max_tokens
+  ApiRequest request;  // priority and timeout_ms filled from the headers and the key
+  // Each prompt's token ids (one, or a completions batch's), within the context together with max_tokens.
+  std::vector<std::vector<int32_t>> prompts;
 };
 
 class RequestPreparer {
@@ -51,9 +52,9 @@ class RequestPreparer {
 
   // `key`: the request's API key, null without keys. Throws ApiException.
   PreparedRequest prepare(Endpoint endpoint, const HttpRequest& http, const ApiKey* key) const;
-  // The prompt's token ids as generation sees them: a chat request's messages rendered with the template, a
-  // completion's text with the vocabulary's special tokens, or its token ids as given.
-  std::vector<int32_t> prompt_tokens(const ApiRequest& request) const;
+  // The prompts' token ids as generation sees them: a chat request's messages rendered with the template, a
+  // completion's texts with the vocabulary's special tokens, or its token ids as given.
+  std::vector<std::vector<int32_t>> prompt_tokens(const ApiRequest& request) const;
   // A 404 when `model` is given and is not the served model's name.
   void check_model(const std::string& model) const;
   const PrepOptions& options() const { return options_; }

@@ -46,8 +46,8 @@ uint64_t ResultCache::bytes() const {
   return bytes_;
 }
 
-std::string result_cache_key(const ApiRequest& req, const std::string& model, const std::vector<int32_t>& prompt,
-                             const std::string& tenant) {
+std::string result_cache_key(const ApiRequest& req, const std::string& model,
+                             const std::vector<std::vector<int32_t>>& prompts, const std::string& tenant) {
   const SamplingParams& s = req.sampling;
   nlohmann::json logit_bias = nlohmann::json::array();
   for (const LogitBias& b : s.logit_bias) logit_bias.push_back({b.token, b.bias});
@@ -58,7 +58,7 @@ std::string result_cache_key(const ApiRequest& req, const std::string& model, co
       {"rw", s.repetition_window}, {"fp", s.frequency_penalty}, {"pp", s.presence_penalty},
       {"seed", s.is_greedy() ? 0 : s.seed}, {"mx", s.max_tokens}, {"stop", s.stop}, {"ie", s.ignore_eos},
       {"lb", logit_bias}, {"sti", s.stop_token_ids}, {"mt", s.min_tokens},
-      {"n", req.n}, {"lp", req.logprobs}, {"tlp", req.top_logprobs}, {"echo", req.echo}, {"prompt", prompt},
+      {"n", req.n}, {"lp", req.logprobs}, {"tlp", req.top_logprobs}, {"echo", req.echo}, {"prompts", prompts},
       {"so", req.structured.constrained() ? req.structured.key() : std::string()},
       // A seeded sample draws other tokens (from the same distribution) with speculation; greedy ones do not.
       {"sp", s.is_greedy() || req.speculative}};

@@ -54,10 +54,10 @@ class ResultCache {
 };
 
 // The cache key of a request: the tenant (an API key's name: what one tenant asked is never a hit for another),
-// the request's cache_salt, endpoint, model, every parameter that changes the output, and the prompt tokens.
+// the request's cache_salt, endpoint, model, every parameter that changes the output, and the prompts' tokens.
 // Only meaningful when req.deterministic().
-std::string result_cache_key(const ApiRequest& req, const std::string& model, const std::vector<int32_t>& prompt,
-                             const std::string& tenant);
+std::string result_cache_key(const ApiRequest& req, const std::string& model,
+                             const std::vector<std::vector<int32_t>>& prompts, const std::string& tenant);
 // Approximate heap bytes of a result (the memory cap counts these).
 uint64_t result_bytes(const CachedResult& r);
 

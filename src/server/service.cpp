@@ -156,7 +156,10 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
     throw ApiException(ErrorCode::Unavailable, "the server is shutting down");
   }
   ApiRequest& req = prepared.request;
-  const double charge = double(prepared.prompt.size()) + double(req.sampling.max_tokens) * req.n;
+  // Every prompt's tokens, and max_tokens for each of its n choices.
+  double charge = 0.0;
+  for (const std::vector<int32_t>& prompt : prepared.prompts)
+    charge += double(prompt.size()) + double(req.sampling.max_tokens) * req.n;
   gateway_.take_tokens(client, charge);
   // From here on the charge is refunded on every way out but a started generation (which refunds what it
   // did not use when it ends).
@@ -173,10 +176,10 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
   ResponseHeader header = new_response_header(endpoint);
   Generation::Accounting accounting{{}, {}, client.limiter_key, client.limits, charge};
   if (gateway_.cache().enabled() && req.deterministic() && !req.structured.tools_active()) {
-    accounting.cache_key = result_cache_key(req, options_.model_name, prepared.prompt, client.tenant);
+    accounting.cache_key = result_cache_key(req, options_.model_name, prepared.prompts, client.tenant);
     // "fallback:" keeps the fallback's answers apart even when both models go by one name (two copies of a file).
     accounting.fallback_cache_key =
-        result_cache_key(req, "fallback:" + options_.fallback_model_name, prepared.prompt, client.tenant);
+        result_cache_key(req, "fallback:" + options_.fallback_model_name, prepared.prompts, client.tenant);
     const std::string& key = engine == lifecycle_->fallback() ? accounting.fallback_cache_key : accounting.cache_key;
     if (auto hit = gateway_.cache().get(key)) {
       metrics_->count_cache_hit();
@@ -190,14 +193,14 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
     }
     metrics_->count_cache_miss();
   }
-  gateway_.check_queue(req.n);
+  gateway_.check_queue(int64_t(prepared.prompts.size()) * req.n);
 
   std::optional<Clock::time_point> deadline;
   if (req.timeout_ms) deadline = arrival + std::chrono::milliseconds(*req.timeout_ms);
   req.cache_namespace = gateway_.prefix_namespace(client.tenant, req.cache_salt);
   const ServingContext context{ioc_, *metrics_, gateway_, *lifecycle_, lifecycle_->primary().model().tokenizer(),
                                structured_.tool_format()};
-  auto gen = std::make_shared<Generation>(context, responder, std::move(req), std::move(prepared.prompt),
+  auto gen = std::make_shared<Generation>(context, responder, std::move(req), std::move(prepared.prompts),
                                           std::move(header), std::move(accounting), deadline);
   try {
     gen->start(*engine);

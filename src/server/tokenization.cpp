@@ -43,7 +43,7 @@ json Tokenization::tokenize(const HttpRequest& http) const {
     const PrepOptions& o = preparer_.options();
     ApiRequest chat = parse_chat_request(body, o.parse_limits, o.base_sampling);
     chat.structured = parse_structured_request(http.body, body, true);  // the tools the template shows
-    tokens = preparer_.prompt_tokens(chat);
+    tokens = preparer_.prompt_tokens(chat).front();
   } else {
     const json* prompt = field(body, "prompt");
     if (!prompt) bad("prompt", "is required (or 'messages')");

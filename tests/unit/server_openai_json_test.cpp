@@ -38,7 +38,7 @@ TEST(ServerOpenAiJson, ParsesCompletionParameters) {
   const ApiRequest r = parse_completion_request(body);
   EXPECT_EQ(r.endpoint, Endpoint::Completions);
   EXPECT_EQ(r.model, "m");
-  EXPECT_EQ(r.prompt, "Hi");
+  EXPECT_EQ(r.prompts, std::vector<std::string>{"Hi"});
   EXPECT_TRUE(r.max_tokens_given);
   EXPECT_EQ(r.sampling.max_tokens, 7);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
@@ -70,11 +70,20 @@ TEST(ServerOpenAiJson, NullMeansNotGiven) {
 TEST(ServerOpenAiJson, StopAsStringAndTokenPrompt) {
   ApiRequest r = parse_completion_request({{"prompt", {1, 2, 3}}, {"stop", "END"}, {"max_tokens", 4.0}});
   EXPECT_TRUE(r.prompt_is_tokens);
-  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.prompt_ids, (std::vector<std::vector<int32_t>>{{1, 2, 3}}));
   EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
   EXPECT_EQ(r.sampling.max_tokens, 4);
   r = parse_completion_request({{"prompt", {"single"}}});
-  EXPECT_EQ(r.prompt, "single");
+  EXPECT_EQ(r.prompts, std::vector<std::string>{"single"});
+  // Batches: several prompts of one form.
+  r = parse_completion_request({{"prompt", {"a", "", "c"}}});
+  EXPECT_FALSE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompts, (std::vector<std::string>{"a", "", "c"}));
+  EXPECT_EQ(r.n_prompts(), 3u);
+  r = parse_completion_request({{"prompt", {{1, 2}, {3}}}});
+  EXPECT_TRUE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_ids, (std::vector<std::vector<int32_t>>{{1, 2}, {3}}));
+  EXPECT_EQ(r.n_prompts(), 2u);
 }
 
 TEST(ServerOpenAiJson, RejectsBadValuesNamingTheParameter) {
@@ -97,7 +106,11 @@ TEST(ServerOpenAiJson, RejectsBadValuesNamingTheParameter) {
             "stream_options");
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"logprobs", 99}}).param, "logprobs");
   EXPECT_EQ(completion_error({{"prompt", 5}}).param, "prompt");
-  EXPECT_EQ(completion_error({{"prompt", {"a", "b"}}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", json::array({"a", json::array({1})})}}).param, "prompt") << "mixed";
+  EXPECT_EQ(completion_error({{"prompt", json::array({json::array({1}), json::array()})}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", json::array()}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", json::array({"a", 5})}}).param, "prompt");
+  EXPECT_EQ(completion_error({{"prompt", json(std::vector<std::string>(65, "a"))}}).param, "prompt");
   EXPECT_EQ(completion_error(json::object()).param, "prompt");
   EXPECT_EQ(completion_error(json::array()).code, ErrorCode::InvalidRequest);
   EXPECT_EQ(completion_error({{"prompt", "x"}, {"model", 3}}).param, "model");

@@ -669,3 +669,69 @@ TEST(ServiceEcho, ThePromptComesBackWithItsLogprobs) {
 
 }  // namespace
 }  // namespace tessera::server
+
+namespace tessera::server {
+namespace {
+
+// OpenAI's prompt arrays on /v1/completions: each prompt gets n choices (prompt p's i-th at index p·n + i),
+// each the text a request of that prompt alone gives; usage adds up the prompts.
+TEST(ServiceBatch, EachPromptGetsTheChoicesItWouldGetAlone) {
+  ServiceOptions o;
+  o.result_cache_bytes = 0;
+  Harness h(o);
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Tom"};
+  const json common = {{"max_tokens", 6}, {"temperature", 0}, {"logprobs", 1}, {"echo", true}};
+  json body = common;
+  body["prompt"] = prompts;
+  body["n"] = 2;
+  const json batch = post(h, "/v1/completions", body);
+  ASSERT_EQ(batch["choices"].size(), 6u);
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    json one = common;
+    one["prompt"] = prompts[p];
+    const json alone = post(h, "/v1/completions", one);
+    prompt_tokens += alone["usage"]["prompt_tokens"].get<int64_t>();
+    completion_tokens += 2 * alone["usage"]["completion_tokens"].get<int64_t>();
+    for (size_t i = 0; i < 2; ++i) {
+      const json& c = batch["choices"][p * 2 + i];
+      EXPECT_EQ(c["index"], p * 2 + i);
+      EXPECT_EQ(c["text"], alone["choices"][0]["text"]) << p;
+      EXPECT_EQ(c["logprobs"], alone["choices"][0]["logprobs"]) << p;
+    }
+  }
+  EXPECT_EQ(batch["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(batch["usage"]["completion_tokens"], completion_tokens);
+
+  // Token-id prompts, streamed.
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& p : prompts) ids.push_back(post(h, "/tokenize", {{"prompt", p}})["tokens"]);
+  auto stream = h.complete({{"prompt", ids}, {"max_tokens", 6}, {"temperature", 0}, {"echo", true}, {"stream", true}});
+  ASSERT_EQ(stream->status, 200);
+  std::vector<std::string> texts(prompts.size());
+  for (const json& chunk : stream->sse_json())
+    for (const json& c : chunk["choices"]) texts.at(c["index"].get<size_t>()) += c["text"].get<std::string>();
+  for (size_t p = 0; p < prompts.size(); ++p) EXPECT_EQ(texts[p], batch["choices"][p * 2]["text"]) << p;
+
+  // One prompt past the context refuses the whole batch, naming the prompt.
+  json too_long = {{"prompt", {"Once", std::string(size_t(h.engine->limits().n_ctx) * 64, 'a')}}, {"max_tokens", 4}};
+  auto refused = h.complete(too_long);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_EQ(refused->body_json()["error"]["param"], "prompt");
+}
+
+TEST(ServiceBatch, ABatchIsCachedWhole) {
+  Harness h;
+  const json body = {{"prompt", {"Once upon a time", "The little dog"}}, {"max_tokens", 5}, {"temperature", 0}};
+  auto first = h.complete(body);
+  auto second = h.complete(body);
+  ASSERT_EQ(second->status, 200) << second->body;
+  EXPECT_EQ(second->header("X-Tessera-Cache"), "hit");
+  EXPECT_EQ(second->body_json()["choices"], first->body_json()["choices"]);
+  json other = body;
+  other["prompt"] = {"Once upon a time"};
+  EXPECT_NE(h.complete(other)->header("X-Tessera-Cache"), "hit");
+}
+
+}  // namespace
+}  // namespace tessera::server
