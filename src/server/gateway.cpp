@@ -71,6 +71,12 @@ void Gateway::refund_tokens(const std::string& limiter_key, const RateLimits& li
 }
 
 void Gateway::check_queue(int64_t n) const {
+  // More choices than the whole queue holds would be refused on every retry: a 400, not a 429.
+  if (n > options_.max_queue)
+    throw ApiException(ErrorCode::InvalidRequest,
+                       "the request asks for " + std::to_string(n) + " choices (prompts x n), more than this server's "
+                           "queue holds (" + std::to_string(options_.max_queue) + ")",
+                       "n");
   if (n_queued_ + n > options_.max_queue) {
     metrics_.count_rejection("queue_full");
     throw ApiException(ApiError(ErrorCode::QueueFull, "the server's queue is full; retry later", "", 1.0));

@@ -154,10 +154,11 @@ void Generation::start(Engine& engine) {
 
 void Generation::submit(size_t first, size_t count, Engine& engine) {
   Request r = engine_request(request_, prompts_[choices_[first].prompt].tokens);  // one prompt's choices
-  // Choices [first, first + count) as the engine's samples 0..count-1: sample i draws with seed + i, so choice
-  // k always draws with seed + k (distinct but reproducible), whether forked together or re-run alone.
+  // Choices [first, first + count) of one prompt as the engine's samples 0..count-1: sample i draws with seed + i,
+  // so a prompt's choice k always draws with seed + k (distinct but reproducible), whether forked together, re-run
+  // alone, or sent as one prompt of a batch.
   r.n = int32_t(count);
-  if (r.sampling.has_seed) r.sampling.seed += first;
+  if (r.sampling.has_seed) r.sampling.seed += first - choices_[first].prompt * size_t(request_.n);
   r.deadline = deadline_;
   r.report_start = true;  // the queue slots are given back when the request leaves the engine's queue
   auto self = shared_from_this();
@@ -438,7 +439,7 @@ void Generation::respond() {
     }
     return;
   }
-  if (request_.echo) {
+  if (request_.echo && (!request_.stream || cacheable)) {
     // The complete choices (the body, and what the cache replays) start with the prompt; a stream sends it with
     // each choice's first chunk instead.
     for (Choice& c : choices_) {

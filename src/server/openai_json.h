@@ -5,7 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -37,7 +36,6 @@ struct ApiRequest {
   std::vector<std::string> prompts;
   std::vector<std::vector<int32_t>> prompt_ids;
   bool prompt_is_tokens = false;  // prompt_ids holds the prompts
-  size_t n_prompts() const { return prompt_is_tokens ? prompt_ids.size() : std::max<size_t>(1, prompts.size()); }
   std::vector<ChatMessage> messages;   // chat
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // chat: extra template variables (vLLM's)
   SamplingParams sampling;             // the server's base (the model's defaults), overridden by the body

@@ -109,33 +109,56 @@ PreparedRequest RequestPreparer::prepare(Endpoint endpoint, const HttpRequest& h
     req.sampling.max_tokens = int32_t(std::max<int64_t>(1, std::min(wanted, room)));
   }
   // The engine's own check, before the gateway spends anything on the request (tokens, cache, queue).
-  try {
-    for (const std::vector<int32_t>& prompt : p.prompts) check_request(engine_request(req, prompt), options_.limits);
-  } catch (const InvalidRequest& e) {
-    throw ApiException(api_error(e, endpoint == Endpoint::Completions ? "prompt" : "messages", req.max_tokens_given));
+  for (size_t i = 0; i < p.prompts.size(); ++i) {
+    try {
+      check_request(engine_request(req, p.prompts[i]), options_.limits);
+    } catch (const InvalidRequest& e) {
+      ApiError error = api_error(e, endpoint == Endpoint::Completions ? "prompt" : "messages", req.max_tokens_given);
+      if (p.prompts.size() > 1) error.message = "prompt " + std::to_string(i) + " of the batch: " + error.message;
+      throw ApiException(error);
+    }
   }
   req.constraint = structured_.constraint(req.structured);  // 400 for a schema, regex or grammar refused
-  // A complete response is built in memory and sent at once: refuse one that could pass the limit, naming it,
-  // rather than drop it half written. A stream is sent as it comes and has no such bound.
-  if (!req.stream) {
-    const auto n_prompt = int64_t(longest);
-    const uint64_t worst = uint64_t(p.prompts.size()) * worst_case_response_bytes(req, longest_piece_, n_prompt);
-    const uint64_t tokens =
-        uint64_t(p.prompts.size()) * uint64_t(req.n) * uint64_t(std::max<int64_t>(1, response_tokens(req, n_prompt)));
-    if (worst > options_.max_response_bytes)
-      throw ApiException(ErrorCode::InvalidRequest,
-                         "the response could reach " + std::to_string(worst) + " bytes (" +
-                             (p.prompts.size() > 1 ? std::to_string(p.prompts.size()) + " prompts x " : std::string()) +
-                             "n = " + std::to_string(req.n) +
-                             " x max_tokens = " + std::to_string(req.sampling.max_tokens) +
-                             (req.echo ? " + the echoed prompt's " + std::to_string(n_prompt) : std::string()) +
-                             " x up to " + std::to_string(worst / tokens) +
-                             " bytes per token with top_logprobs = " + std::to_string(req.top_logprobs) +
-                             "), more than this server's limit of " + std::to_string(options_.max_response_bytes) +
-                             " bytes for a complete response; ask for fewer tokens, choices or logprobs, or stream",
-                         "max_tokens");
-  }
+  check_response_size(req, p.prompts);
   return p;
+}
+
+void RequestPreparer::check_response_size(const ApiRequest& req, const std::vector<std::vector<int32_t>>& prompts) const {
+  uint64_t worst = 0, tokens = 0;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    worst += worst_case_response_bytes(req, longest_piece_, int64_t(prompt.size()));
+    tokens += uint64_t(req.n) * uint64_t(response_tokens(req, int64_t(prompt.size())));
+  }
+  const std::string what = "(" + std::to_string(tokens) + " tokens: " +
+                           (prompts.size() > 1 ? std::to_string(prompts.size()) + " prompts x " : std::string()) +
+                           "n = " + std::to_string(req.n) + " x (max_tokens = " +
+                           std::to_string(req.sampling.max_tokens) + (req.echo ? " + the echoed prompt" : "") +
+                           "), up to " + std::to_string(worst / std::max<uint64_t>(1, tokens)) +
+                           " bytes each with top_logprobs = " + std::to_string(req.top_logprobs) + ")";
+  // A complete response is built in memory and sent at once: refuse one that could pass the limit, naming it,
+  // rather than drop it half written.
+  if (!req.stream && worst > options_.max_response_bytes)
+    throw ApiException(ErrorCode::InvalidRequest,
+                       "the response could reach " + std::to_string(worst) + " bytes " + what +
+                           ", more than this server's limit of " + std::to_string(options_.max_response_bytes) +
+                           " bytes for a complete response; ask for fewer tokens, choices or logprobs, or stream",
+                       "max_tokens");
+  // A stream is sent as it comes, except an echo: each choice's prompt (with its logprobs) goes out in one write,
+  // and a stream whose unsent bytes pass the server's buffer is dropped.
+  if (req.stream && req.echo && req.logprobs) {
+    ApiRequest echo_only = req;
+    echo_only.sampling.max_tokens = 0;
+    uint64_t echo_bytes = 0;
+    for (const std::vector<int32_t>& prompt : prompts)
+      echo_bytes += worst_case_response_bytes(echo_only, longest_piece_, int64_t(prompt.size()));
+    if (echo_bytes > options_.max_stream_echo_bytes)
+      throw ApiException(ErrorCode::InvalidRequest,
+                         "the streamed echo of the prompts with their logprobs could reach " +
+                             std::to_string(echo_bytes) + " bytes at once, more than a stream may buffer (" +
+                             std::to_string(options_.max_stream_echo_bytes) +
+                             "); ask without stream, or for fewer choices or top_logprobs",
+                         "echo");
+  }
 }
 
 }  // namespace tessera::server

@@ -31,6 +31,9 @@ struct PrepOptions {
   SamplingParams base_sampling;
   int64_t default_timeout_ms = 0;             // 0: none unless the request sets one
   uint64_t max_response_bytes = 256ull << 20;  // a complete response's worst case above this is a 400
+  // A stream's echo with logprobs is written at once: above this a 400 (half of HttpServerOptions'
+  // max_buffered_bytes, past which a stream is dropped).
+  uint64_t max_stream_echo_bytes = 4ull << 20;
 };
 
 // The engine request for an API request's prompt: every choice of it (n), prompt computed once. Deadline and
@@ -62,6 +65,9 @@ class RequestPreparer {
  private:
   // A text prompt too long for the context whatever it tokenizes to is refused before it is tokenized.
   void check_text_fits(size_t bytes, const char* param) const;
+  // The worst case of a complete response against max_response_bytes, and of a stream's echo against
+  // max_stream_echo_bytes: a 400 naming what to ask for less of.
+  void check_response_size(const ApiRequest& request, const std::vector<std::vector<int32_t>>& prompts) const;
 
   const Tokenizer& tokenizer_;
   const ChatTemplate& chat_template_;

@@ -59,6 +59,8 @@ std::string result_cache_key(const ApiRequest& req, const std::string& model,
       {"seed", s.is_greedy() ? 0 : s.seed}, {"mx", s.max_tokens}, {"stop", s.stop}, {"ie", s.ignore_eos},
       {"lb", logit_bias}, {"sti", s.stop_token_ids}, {"mt", s.min_tokens},
       {"n", req.n}, {"lp", req.logprobs}, {"tlp", req.top_logprobs}, {"echo", req.echo}, {"prompts", prompts},
+      // An echo returns the prompt as written, which two texts of the same tokens do not share.
+      {"texts", req.echo && !req.prompt_is_tokens ? req.prompts : std::vector<std::string>()},
       {"so", req.structured.constrained() ? req.structured.key() : std::string()},
       // A seeded sample draws other tokens (from the same distribution) with speculation; greedy ones do not.
       {"sp", s.is_greedy() || req.speculative}};

@@ -79,11 +79,9 @@ TEST(ServerOpenAiJson, StopAsStringAndTokenPrompt) {
   r = parse_completion_request({{"prompt", {"a", "", "c"}}});
   EXPECT_FALSE(r.prompt_is_tokens);
   EXPECT_EQ(r.prompts, (std::vector<std::string>{"a", "", "c"}));
-  EXPECT_EQ(r.n_prompts(), 3u);
   r = parse_completion_request({{"prompt", {{1, 2}, {3}}}});
   EXPECT_TRUE(r.prompt_is_tokens);
   EXPECT_EQ(r.prompt_ids, (std::vector<std::vector<int32_t>>{{1, 2}, {3}}));
-  EXPECT_EQ(r.n_prompts(), 2u);
 }
 
 TEST(ServerOpenAiJson, RejectsBadValuesNamingTheParameter) {

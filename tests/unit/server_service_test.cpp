@@ -357,7 +357,7 @@ TEST(ServiceLimits, AnOversizedCompleteResponseIsRefusedUpFront) {
   EXPECT_EQ(refused->status, 400);
   const std::string message = refused->body_json()["error"]["message"];
   EXPECT_NE(message.find("limit of 200000 bytes"), std::string::npos) << message;
-  EXPECT_NE(message.find("n = 4 x max_tokens = 200"), std::string::npos) << message;
+  EXPECT_NE(message.find("n = 4 x (max_tokens = 200"), std::string::npos) << message;
   json stream = big;
   stream["stream"] = true;
   const auto streamed = h.complete(stream);
@@ -662,6 +662,18 @@ TEST(ServiceEcho, ThePromptComesBackWithItsLogprobs) {
     for (const json& c : chunk["choices"]) texts[c["index"].get<size_t>()] += c["text"].get<std::string>();
   for (const std::string& t : texts) EXPECT_EQ(t, got["text"]);
 
+  // A stream writes each choice's echo at once: past what a stream may buffer it is refused up front (the same
+  // request without stream is fine).
+  std::string long_prompt;
+  for (int i = 0; i < 30; ++i) long_prompt += "Once upon a time there was a dog. ";
+  json burst = {{"prompt", long_prompt}, {"max_tokens", 1}, {"n", 16}, {"logprobs", 20}, {"echo", true},
+                {"temperature", 0}, {"stream", true}};
+  auto refused = h.complete(burst);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_EQ(refused->body_json()["error"]["param"], "echo") << refused->body;
+  burst["stream"] = false;
+  EXPECT_EQ(h.complete(burst)->status, 200);
+
   // max_tokens 0 needs echo; echo is a boolean.
   EXPECT_EQ(h.complete({{"prompt", prompt}, {"max_tokens", 0}})->body_json()["error"]["param"], "max_tokens");
   EXPECT_EQ(h.complete({{"prompt", prompt}, {"echo", "yes"}})->body_json()["error"]["param"], "echo");
@@ -718,6 +730,32 @@ TEST(ServiceBatch, EachPromptGetsTheChoicesItWouldGetAlone) {
   auto refused = h.complete(too_long);
   EXPECT_EQ(refused->status, 400);
   EXPECT_EQ(refused->body_json()["error"]["param"], "prompt");
+}
+
+TEST(ServiceBatch, SeededChoicesDrawAsTheirPromptAlone) {
+  ServiceOptions o;
+  o.result_cache_bytes = 0;
+  Harness h(o);
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
+  const json batch = post(h, "/v1/completions",
+                          {{"prompt", prompts}, {"max_tokens", 12}, {"temperature", 2.0}, {"seed", 11}, {"n", 2}});
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const json alone = post(h, "/v1/completions",
+                            {{"prompt", prompts[p]}, {"max_tokens", 12}, {"temperature", 2.0}, {"seed", 11}, {"n", 2}});
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(batch["choices"][p * 2 + i]["text"], alone["choices"][i]["text"]) << p << " " << i;
+  }
+  EXPECT_NE(batch["choices"][0]["text"], batch["choices"][1]["text"]) << "the seeds of one prompt differ";
+}
+
+TEST(ServiceBatch, MoreChoicesThanTheQueueHoldsIsA400) {
+  ServiceOptions o;
+  o.max_queue = 8;
+  Harness h(o);
+  auto r = h.complete({{"prompt", {"a", "b", "c"}}, {"n", 3}, {"max_tokens", 2}});
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(r->body_json()["error"]["param"], "n");
+  EXPECT_EQ(h.complete({{"prompt", {"a", "b"}}, {"n", 3}, {"max_tokens", 2}})->status, 200);
 }
 
 TEST(ServiceBatch, ABatchIsCachedWhole) {
