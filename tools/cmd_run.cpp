@@ -1,9 +1,15 @@
 // `tessera run`: generate from a prompt, streaming text to stdout and speed figures to stderr.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "spec_flags.h"
@@ -31,12 +37,40 @@ struct RunOptions {
   LoadOptions load;
   SpecFlags spec;
   SamplingParams sampling;
+  std::vector<std::string> logit_bias;  // --logit-bias, as given
   // The model's recommended values (general.sampling.*) replace the CLI defaults of the fields whose options
   // were not given, as llama.cpp's CLI does; given options always win.
   struct {
     bool temperature = false, top_k = false, top_p = false, min_p = false, repetition_penalty = false;
   } given;
 };
+
+// llama.cpp's --logit-bias spelling, TOKEN_ID+BIAS or TOKEN_ID-BIAS ("15043+1", "2-100"), into the sorted list the
+// sampler takes; a token given twice keeps its last bias. CLI::ValidationError names what is wrong.
+std::vector<LogitBias> parse_logit_biases(const std::vector<std::string>& specs) {
+  std::vector<LogitBias> biases;
+  for (const std::string& spec : specs) {
+    const size_t sign = spec.find_first_of("+-", 1);
+    size_t id_end = 0, bias_end = 0;
+    long id = -1;
+    float bias = 0.0f;
+    try {
+      if (sign == std::string::npos) throw std::invalid_argument(spec);
+      id = std::stol(spec.substr(0, sign), &id_end);
+      bias = std::stof(spec.substr(sign), &bias_end);
+    } catch (const std::exception&) {
+      id_end = 0;
+    }
+    if (sign == std::string::npos || id_end != sign || bias_end != spec.size() - sign || id < 0 || id > INT32_MAX ||
+        !(std::fabs(bias) <= kMaxLogitBias))
+      throw CLI::ValidationError("--logit-bias", "'" + spec + "' is not TOKEN_ID+BIAS or TOKEN_ID-BIAS with a bias in "
+                                                              "[-100, 100] (e.g. 15043+1, 2-100)");
+    std::erase_if(biases, [&](const LogitBias& b) { return b.token == int32_t(id); });
+    biases.push_back({int32_t(id), bias});
+  }
+  std::sort(biases.begin(), biases.end(), [](const LogitBias& a, const LogitBias& b) { return a.token < b.token; });
+  return biases;
+}
 
 // The model's defaults for the fields the command line did not set.
 SamplingDefaults model_defaults_not_overridden(const SamplingDefaults& model, const RunOptions& o) {
@@ -74,6 +108,8 @@ int run(const RunOptions& o) {
   params.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   params.has_seed = true;
   const std::vector<int32_t> prompt = model->tokenizer().encode(o.prompt, !o.no_bos);
+  // Before the prompt goes to stdout, so that the error is the only output (the engine checks again).
+  if (const std::string problem = validate(params); !problem.empty()) fail("invalid sampling parameters: {}", problem);
 
   std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -138,10 +174,16 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--stop", o->sampling.stop, "stop string (repeatable)");
   add_kv_type_option(cmd, "--kv-type", o->kv_type, "KV cache storage: " + kv_type_names() + " (default f16)");
   cmd->add_flag("--ignore-eos", o->sampling.ignore_eos, "keep generating after end-of-sequence");
+  cmd->add_option("--min-tokens", o->sampling.min_tokens,
+                  "generate at least this many tokens before an end token or stop string ends the text")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("-l,--logit-bias", o->logit_bias, "TOKEN_ID+BIAS or TOKEN_ID-BIAS, added to the token's logit "
+                                                    "(repeatable; -100 bans a token)");
   cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token");
   add_spec_options(cmd, o->spec);
   cmd->callback([&action, o, temp, top_k, top_p, min_p, repeat] {
     o->given = {temp->count() > 0, top_k->count() > 0, top_p->count() > 0, min_p->count() > 0, repeat->count() > 0};
+    o->sampling.logit_bias = parse_logit_biases(o->logit_bias);
     action = [o] { return run(*o); };
   });
 }

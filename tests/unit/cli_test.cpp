@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
 #include "core/kv_type.h"
 #include "test_paths.h"
 
@@ -39,6 +41,22 @@ TEST(Cli, RunGeneratesWithTheEmbeddedModel) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos);
+}
+
+TEST(Cli, RunTakesLogitBiasesAndMinTokens) {
+  // llama.cpp's spelling: TOKEN_ID+BIAS, repeatable. The tokens of " Lily" banned, the greedy story goes elsewhere.
+  std::string ban;
+  for (int32_t id : Model::load_embedded()->tokenizer().encode(" Lily", false)) ban += " -l " + std::to_string(id) + "-100";
+  const CommandResult plain = run_tessera("run -p \"Once upon a time\" -n 16 --temp 0");
+  ASSERT_NE(plain.out.find(" Lily"), std::string::npos) << plain.out;
+  const CommandResult banned = run_tessera("run -p \"Once upon a time\" -n 16 --temp 0 --min-tokens 16" + ban);
+  ASSERT_EQ(banned.exit_code, 0) << banned.err;
+  EXPECT_EQ(banned.out.find(" Lily"), std::string::npos) << banned.out;
+  EXPECT_NE(banned.err.find("generation:    16 tokens"), std::string::npos) << banned.err;
+  for (const char* bad : {"5", "x+1", "5+", "5+101", "-3+1", "5*2", "5+nan"})
+    expect_usage_error(run_tessera(std::string("run -n 1 --logit-bias ") + bad), "--logit-bias");
+  expect_clean_error(run_tessera("run -n 2 --min-tokens 3"), "min_tokens (3) must be at most max_tokens (2)");
+  expect_clean_error(run_tessera("run -n 2 -l 99999999+1"), "logit_bias: token id 99999999 is out of range");
 }
 
 TEST(Cli, EveryKvTypeGenerates) {
