@@ -9,6 +9,31 @@ namespace tessera::server {
 
 using nlohmann::json;
 
+namespace {
+
+// A path segment with its %XX escapes decoded ("Qwen%2FQwen3-8B" names "Qwen/Qwen3-8B"); a malformed escape stays
+// as it is.
+std::string percent_decoded(std::string_view s) {
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out.push_back(char(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void Service::handle(HttpRequest&& request, std::shared_ptr<Responder> responder) {
   try {
     route(request, responder);
@@ -60,6 +85,10 @@ void Service::route(HttpRequest& req, const std::shared_ptr<Responder>& responde
     method_check(get);
     gateway_.authenticate(req, true);
     send_models(*responder);
+  } else if (path.starts_with("/v1/models/")) {
+    method_check(get);
+    gateway_.authenticate(req, true);
+    send_model(*responder, percent_decoded(path.substr(std::string_view("/v1/models/").size())));
   } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
     method_check(post);
     gateway_.check_origin(req);
@@ -84,10 +113,19 @@ void Service::send_ready(Responder& responder) {
   send_json(responder, *metrics_, ok ? 200 : 503, body);
 }
 
+json Service::model_object() const {
+  return {{"id", options_.model_name}, {"object", "model"}, {"created", started_unix_}, {"owned_by", "tessera"},
+          {"max_model_len", n_ctx_}};
+}
+
 void Service::send_models(Responder& responder) {
-  json model = {{"id", options_.model_name}, {"object", "model"},    {"created", started_unix_},
-                {"owned_by", "tessera"},     {"max_model_len", n_ctx_}};
-  send_json(responder, *metrics_, 200, {{"object", "list"}, {"data", json::array({model})}});
+  send_json(responder, *metrics_, 200, {{"object", "list"}, {"data", json::array({model_object()})}});
+}
+
+void Service::send_model(Responder& responder, const std::string& id) {
+  if (id != options_.model_name)
+    throw ApiException(ErrorCode::ModelNotFound, "the model '" + id + "' does not exist", "model");
+  send_json(responder, *metrics_, 200, model_object());
 }
 
 void Service::send_metrics(Responder& responder) {

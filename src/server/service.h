@@ -61,7 +61,9 @@ class Service {
   void route(HttpRequest& request, const std::shared_ptr<Responder>& responder);
   void answer_preflight(const HttpRequest& request, Responder& responder);
   void send_ready(Responder& responder);
+  nlohmann::json model_object() const;  // the served model as /v1/models lists it
   void send_models(Responder& responder);
+  void send_model(Responder& responder, const std::string& id);  // GET /v1/models/{id}: it, or a 404
   void send_metrics(Responder& responder);
   // service.cpp: a generation request's way in. The gateway's stateless checks and the request-count limit,
   // then the CPU work on a worker thread; admit() continues on the io thread with the gateway's stateful steps

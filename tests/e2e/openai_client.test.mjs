@@ -21,6 +21,9 @@ test('models list names the served model', async () => {
   const models = await client.models.list();
   assert.equal(models.data.length, 1);
   assert.equal(models.data[0].id, 'stories260K');
+  const one = await client.models.retrieve('stories260K');
+  assert.equal(one.id, 'stories260K');
+  await assert.rejects(client.models.retrieve('gpt-4'), (e) => e.status === 404);
 });
 
 test('greedy completion equals a direct engine run', async () => {

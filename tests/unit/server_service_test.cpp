@@ -258,6 +258,19 @@ TEST(ServiceKeys, MetricsNeedAKeyUnlessPublic) {
   EXPECT_EQ(h.call("GET", "/metrics", nullptr, bearer("sk-a"))->status, 200);
   EXPECT_EQ(h.call("GET", "/health")->status, 200);
   EXPECT_EQ(h.call("GET", "/ready")->status, 200);
+  // OpenAI's models.retrieve: the served model, or a 404; a key as for the list.
+  EXPECT_EQ(h.call("GET", "/v1/models/stories260K")->status, 401);
+  const auto one = h.call("GET", "/v1/models/stories260K", nullptr, bearer("sk-a"));
+  ASSERT_EQ(one->status, 200) << one->body;
+  EXPECT_EQ(one->body_json()["id"], "stories260K");
+  EXPECT_EQ(one->body_json()["object"], "model");
+  EXPECT_EQ(h.call("GET", "/v1/models/stories%32%360K", nullptr, bearer("sk-a"))->status, 200) << "%XX decoded";
+  for (const std::string other : {"/v1/models/gpt-4", "/v1/models/", "/v1/models/stories260K%", "/v1/models/%zz"}) {
+    const auto missing = h.call("GET", other, nullptr, bearer("sk-a"));
+    EXPECT_EQ(missing->status, 404) << other;
+    EXPECT_EQ(missing->error_code(), "model_not_found") << other;
+  }
+  EXPECT_EQ(h.call("POST", "/v1/models/stories260K", json::object(), bearer("sk-a"))->status, 405);
   o.metrics_public = true;
   Harness pub(o);
   EXPECT_EQ(pub.call("GET", "/metrics")->status, 200);
