@@ -17,6 +17,9 @@ const char* kSeeds[] = {
     R"({"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],)"
     R"("max_tokens":4,"logprobs":true,"top_logprobs":2,"priority":1,"timeout_ms":100,"user":"u"})",
     R"({"prompt":[1,2,3],"min_p":0.1,"presence_penalty":1,"frequency_penalty":-1})",
+    R"({"prompt":["a","b"],"echo":true,"max_tokens":0,"logprobs":1,"logit_bias":{"5":-100,"17":2.5},)"
+    R"("stop_token_ids":[2,9],"min_tokens":0,"messages":[{"role":"user","content":"x"}]})",
+    R"({"prompt":[[1,2],[3]],"logit_bias":{"0":100},"min_tokens":2,"max_tokens":4})",
 };
 
 const char* kTokens[] = {"null", "true", "-1", "1e308", "\"\"", "[]", "{}", "0.5", "\"\\ud800\"", "\xff", "9999999999999999999999"};
@@ -41,8 +44,8 @@ void parse_any(const std::string& body) {
 
 TEST(ServerFuzz, RequestBodiesNeverCrashTheParser) {
   std::mt19937 rng(1234);
-  for (int iter = 0; iter < 6000; ++iter) {
-    std::string body = kSeeds[iter % 3];
+  for (int iter = 0; iter < 10000; ++iter) {
+    std::string body = kSeeds[size_t(iter) % std::size(kSeeds)];
     const int n_mut = 1 + int(rng() % 4);
     for (int m = 0; m < n_mut && !body.empty(); ++m) {
       const size_t pos = rng() % body.size();
