@@ -325,6 +325,8 @@ PositionLogprobs position_logprobs(std::span<const float> row, int32_t next, siz
   PositionLogprobs out;
   out.token = next;
   out.logprob = row[size_t(next)] - log_sum;
+  const float x = row[size_t(next)];
+  for (float y : row) out.rank += y > x ? 1 : 0;
   top_k_indices(row, k, scratch);
   for (int32_t id : scratch) out.top.emplace_back(id, row[size_t(id)] - log_sum);
   return out;

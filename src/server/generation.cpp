@@ -238,12 +238,33 @@ void Generation::on_prompt_logprobs(PromptState& prompt, const StreamEvent& even
   for (const PositionLogprobs& p : event.prompt_logprobs) {
     // Each position once, in order: a choice retried on the fallback reports the prompt again from the start
     // (several retried choices, each on its own).
-    if (p.position != int64_t(prompt.echo_tokens.size())) continue;
+    if (p.position != prompt.next_position) continue;
+    ++prompt.next_position;
+    if (request_.prompt_logprobs >= 0) prompt.positions.push_back(p);
+    if (!request_.echo || !request_.logprobs) continue;
     TokenInfo info = echo_token(prompt, p.token);
     info.logprob = p.logprob;
-    for (const auto& [id, logprob] : p.top) info.top.push_back({tok.token_piece(id), logprob});
+    // The engine sends as many alternatives as echo or prompt_logprobs asks for: echo shows top_logprobs.
+    for (size_t k = 0; k < p.top.size() && k < size_t(request_.top_logprobs); ++k)
+      info.top.push_back({tok.token_piece(p.top[k].first), p.top[k].second});
     prompt.echo_tokens.push_back(std::move(info));
   }
+}
+
+nlohmann::json Generation::prompt_logprobs_json(const PromptState& prompt) const {
+  const Tokenizer& tok = ctx_.tokenizer;
+  nlohmann::json list = nlohmann::json::array({nullptr});  // the first token: nothing precedes it
+  for (const PositionLogprobs& p : prompt.positions) {
+    nlohmann::json entry = nlohmann::json::object();
+    auto add = [&](int32_t id, float logprob, int32_t rank) {
+      entry[std::to_string(id)] = {{"logprob", logprob}, {"rank", rank}, {"decoded_token", tok.token_piece(id)}};
+    };
+    for (size_t k = 0; k < p.top.size() && k < size_t(request_.prompt_logprobs); ++k)
+      add(p.top[k].first, p.top[k].second, int32_t(k) + 1);
+    add(p.token, p.logprob, p.rank);  // last: its own rank wins where it is also an alternative (ties)
+    list.push_back(std::move(entry));
+  }
+  return list;
 }
 
 TokenInfo Generation::echo_token(const PromptState& prompt, int32_t id) const {
@@ -473,7 +494,17 @@ void Generation::respond() {
   }
   std::vector<ChoiceResult> results;
   for (Choice& c : choices_) results.push_back(std::move(c.result));
-  send_json(*responder_, ctx_.metrics, 200, response_json(header_, results, usage, request_.logprobs));
+  nlohmann::json body = response_json(header_, results, usage, request_.logprobs);
+  if (request_.prompt_logprobs >= 0) {
+    // vLLM's places: each completion choice carries its prompt's list; a chat response carries its one prompt's.
+    if (header_.endpoint == Endpoint::Completions) {
+      for (size_t i = 0; i < choices_.size(); ++i)
+        body["choices"][i]["prompt_logprobs"] = prompt_logprobs_json(prompts_[choices_[i].prompt]);
+    } else {
+      body["prompt_logprobs"] = prompt_logprobs_json(prompts_.front());
+    }
+  }
+  send_json(*responder_, ctx_.metrics, 200, body);
 }
 
 }  // namespace tessera::server

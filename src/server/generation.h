@@ -122,12 +122,16 @@ class Generation : public std::enable_shared_from_this<Generation> {
     std::vector<int32_t> tokens;
     std::string echo_text;                // the prompt as given, or its tokens decoded
     std::vector<TokenInfo> echo_tokens;   // with logprobs: one per prompt token as the engine reports them
+    int64_t next_position = 1;                // the next prompt position the engine's events may report
+    std::vector<PositionLogprobs> positions;  // prompt_logprobs: positions 1.. as the engine reports them
     size_t echo_trimmed_token = 0;        // the token whose piece carries the tokenizer's leading space
     int64_t echo_trimmed_bytes = 0;       // and how many bytes of it the text leaves out (0 or 1)
   };
   void init_echo(PromptState& prompt, const std::string* text) const;
-  // echo with logprobs: the prompt positions' logprobs, kept for every choice's echo.
+  // echo with logprobs: the prompt positions' logprobs, kept for every choice's echo (and for prompt_logprobs).
   void on_prompt_logprobs(PromptState& prompt, const StreamEvent& event) const;
+  // vLLM's prompt_logprobs list of a prompt: null, then {"id": {"logprob", "rank", "decoded_token"}} per token.
+  nlohmann::json prompt_logprobs_json(const PromptState& prompt) const;
   // echo: the prompt's text once per choice (empty after the first call, or without echo), its logprobs put in
   // front of c.pending.
   std::string take_echo(Choice& c);

@@ -158,6 +158,10 @@ void parse_common(const json& body, const ParseLimits& limits, ApiRequest& r) {
     if (!r.stream) bad("stream_options", "is only allowed when 'stream' is true");
     if (const json* u = field(*v, "include_usage")) r.include_usage = read_bool(*u, "stream_options.include_usage");
   }
+  if (const json* v = field(body, "prompt_logprobs")) {
+    r.prompt_logprobs = int32_t(read_int(*v, "prompt_logprobs", 0, limits.max_top_logprobs));
+    if (r.stream) bad("prompt_logprobs", "is not supported with stream");
+  }
   if (const json* v = field(body, "priority"))
     r.priority = int32_t(read_int(*v, "priority", -1000000, 1000000));
   if (const json* v = field(body, "timeout_ms")) r.timeout_ms = read_int(*v, "timeout_ms", 1, 24LL * 3600 * 1000);
@@ -388,7 +392,11 @@ uint64_t worst_case_response_bytes(const ApiRequest& req, size_t longest_piece, 
     const uint64_t entry = escaped + 4 * uint64_t(longest_piece) + 96;
     per_token += (1 + uint64_t(req.top_logprobs)) * entry + 64;
   }
-  return uint64_t(req.n) * (uint64_t(response_tokens(req, n_prompt_tokens)) * per_token + 512) + 1024;
+  uint64_t prompt_logprobs = 0;  // {"id": {"logprob": ..., "rank": ..., "decoded_token": ...}} per alternative
+  if (req.prompt_logprobs >= 0)
+    prompt_logprobs = uint64_t(n_prompt_tokens) * (uint64_t(req.prompt_logprobs) + 1) * (escaped + 96);
+  return uint64_t(req.n) * (uint64_t(response_tokens(req, n_prompt_tokens)) * per_token + prompt_logprobs + 512) +
+         prompt_logprobs + 1024;
 }
 
 const char* finish_reason_string(FinishReason reason, bool called_tools) {

@@ -44,6 +44,7 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
   bool echo = false;                   // completions: the reply starts with the prompt (and its logprobs)
+  int32_t prompt_logprobs = -1;        // vLLM's: each prompt token's logprob, rank and this many alternatives
   bool logprobs = false;               // report the sampled token's log-probability
   int32_t top_logprobs = 0;            // alternatives per token
   std::optional<int32_t> priority;     // extension: lower is served first

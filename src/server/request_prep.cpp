@@ -44,7 +44,9 @@ Request engine_request(const ApiRequest& api, const std::vector<int32_t>& prompt
   r.priority = api.priority.value_or(0);
   r.logprobs = api.logprobs;
   r.top_logprobs = api.top_logprobs;
+  // Echo's logprobs and vLLM's prompt_logprobs share the engine's: as many alternatives as either asks for.
   if (api.echo && api.logprobs) r.prompt_logprobs = api.top_logprobs;
+  r.prompt_logprobs = std::max(r.prompt_logprobs, api.prompt_logprobs);
   r.cache_namespace = api.cache_namespace;
   r.n = api.n;  // one prompt, n samples forked from it (sample i draws with seed + i)
   r.must_fit_context = true;  // the API refuses what cannot complete its max_tokens

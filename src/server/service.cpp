@@ -175,7 +175,8 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
 
   ResponseHeader header = new_response_header(endpoint);
   Generation::Accounting accounting{{}, {}, client.limiter_key, client.limits, charge};
-  if (gateway_.cache().enabled() && req.deterministic() && !req.structured.tools_active()) {
+  // Not cached: requests with tools, and with prompt_logprobs (their list is not part of a cached result).
+  if (gateway_.cache().enabled() && req.deterministic() && !req.structured.tools_active() && req.prompt_logprobs < 0) {
     accounting.cache_key = result_cache_key(req, options_.model_name, prepared.prompts, client.tenant);
     // "fallback:" keeps the fallback's answers apart even when both models go by one name (two copies of a file).
     accounting.fallback_cache_key =

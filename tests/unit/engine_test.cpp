@@ -609,6 +609,12 @@ TEST(Engine, PromptLogprobsAreTheRawRowsLogSoftmax) {
                         [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
       for (size_t k = 0; k < 3; ++k) EXPECT_EQ(got.top[k].first, order[k]) << p << " " << k;
       EXPECT_GE(got.top[0].second, got.logprob);
+      const auto in_top = std::find(order.begin(), order.begin() + 3, got.token) - order.begin();
+      if (in_top < 3) {
+        EXPECT_EQ(got.rank, in_top + 1) << p;
+      } else {
+        EXPECT_GT(got.rank, 3) << p;
+      }
     }
     if (max_tokens == 0) {
       EXPECT_TRUE(out.tokens.empty());

@@ -700,6 +700,44 @@ namespace {
 
 // OpenAI's prompt arrays on /v1/completions: each prompt gets n choices (prompt p's i-th at index p·n + i),
 // each the text a request of that prompt alone gives; usage adds up the prompts.
+// vLLM's prompt_logprobs: each prompt token's logprob, rank and top alternatives keyed by token id, per
+// completion choice and at the top of a chat response; the same figures echo's logprobs give.
+TEST(ServiceEcho, PromptLogprobsInVllmsShape) {
+  ServiceOptions o;
+  o.result_cache_bytes = 0;
+  Harness h(o);
+  const std::string prompt = "Once upon a time there was";
+  const std::vector<int32_t> ids = post(h, "/tokenize", {{"prompt", prompt}})["tokens"];
+  const json r = post(h, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"n", 2},
+                                             {"prompt_logprobs", 2}, {"echo", true}, {"logprobs", 1}});
+  for (const json& choice : r["choices"]) {
+    const json& list = choice["prompt_logprobs"];
+    ASSERT_EQ(list.size(), ids.size());
+    EXPECT_TRUE(list[0].is_null());
+    const json& echoed = choice["logprobs"];
+    for (size_t i = 1; i < ids.size(); ++i) {
+      const json& entry = list[i];
+      EXPECT_LE(entry.size(), 3u);
+      const json& own = entry.at(std::to_string(ids[i]));
+      EXPECT_EQ(own["logprob"], echoed["token_logprobs"][i]) << i;
+      EXPECT_GE(own["rank"].get<int>(), 1);
+      EXPECT_EQ(own["decoded_token"], echoed["tokens"][i]);
+      std::vector<int> ranks;
+      for (const auto& [id, e] : entry.items()) ranks.push_back(e["rank"]);
+      EXPECT_NE(std::find(ranks.begin(), ranks.end(), 1), ranks.end()) << "the most likely token is listed";
+      EXPECT_EQ(echoed["top_logprobs"][i].size(), 1u) << "echo shows top_logprobs (1), not prompt_logprobs (2)";
+    }
+  }
+  const json chat = post(h, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                                     {"max_tokens", 1}, {"prompt_logprobs", 0}});
+  ASSERT_EQ(chat["prompt_logprobs"].size(), chat["usage"]["prompt_tokens"].get<size_t>());
+  for (size_t i = 1; i < chat["prompt_logprobs"].size(); ++i) EXPECT_EQ(chat["prompt_logprobs"][i].size(), 1u);
+  for (const json& bad : {json({{"prompt", prompt}, {"prompt_logprobs", 21}}),
+                          json({{"prompt", prompt}, {"prompt_logprobs", 1}, {"stream", true}}),
+                          json({{"prompt", prompt}, {"prompt_logprobs", "2"}})})
+    EXPECT_EQ(h.complete(bad)->body_json()["error"]["param"], "prompt_logprobs") << bad.dump();
+}
+
 TEST(ServiceBatch, EachPromptGetsTheChoicesItWouldGetAlone) {
   ServiceOptions o;
   o.result_cache_bytes = 0;
