@@ -325,8 +325,16 @@ PositionLogprobs position_logprobs(std::span<const float> row, int32_t next, siz
   PositionLogprobs out;
   out.token = next;
   out.logprob = row[size_t(next)] - log_sum;
+  // vLLM's rank: the tokens at least as likely, itself included (ties share the worse rank); a NaN logit ranks
+  // after every number, as top_k_indices orders it.
   const float x = row[size_t(next)];
-  for (float y : row) out.rank += y > x ? 1 : 0;
+  out.rank = 0;
+  if (x == x) {
+    for (float y : row) out.rank += y >= x ? 1 : 0;
+  } else {
+    for (float y : row) out.rank += y == y ? 1 : 0;
+    ++out.rank;
+  }
   top_k_indices(row, k, scratch);
   for (int32_t id : scratch) out.top.emplace_back(id, row[size_t(id)] - log_sum);
   return out;

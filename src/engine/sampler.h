@@ -41,7 +41,7 @@ struct PositionLogprobs {
   int64_t position = 0;  // of `token` in the prompt (set by the caller)
   int32_t token = -1;
   float logprob = 0.0f;
-  int32_t rank = 1;      // of `token`: 1 + the tokens more likely than it
+  int32_t rank = 1;      // of `token`: the tokens at least as likely, itself included (vLLM's)
   std::vector<std::pair<int32_t, float>> top;
 };
 PositionLogprobs position_logprobs(std::span<const float> row, int32_t next, size_t k, std::vector<int32_t>& scratch);

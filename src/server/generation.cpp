@@ -257,7 +257,9 @@ nlohmann::json Generation::prompt_logprobs_json(const PromptState& prompt) const
   for (const PositionLogprobs& p : prompt.positions) {
     nlohmann::json entry = nlohmann::json::object();
     auto add = [&](int32_t id, float logprob, int32_t rank) {
-      entry[std::to_string(id)] = {{"logprob", logprob}, {"rank", rank}, {"decoded_token", tok.token_piece(id)}};
+      // A non-finite logprob (a -inf or NaN logit) as vLLM clamps it: clients read the field as a float.
+      const double value = std::isfinite(logprob) ? double(logprob) : -9999.0;
+      entry[std::to_string(id)] = {{"logprob", value}, {"rank", rank}, {"decoded_token", tok.token_piece(id)}};
     };
     for (size_t k = 0; k < p.top.size() && k < size_t(request_.prompt_logprobs); ++k)
       add(p.top[k].first, p.top[k].second, int32_t(k) + 1);

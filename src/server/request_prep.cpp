@@ -136,7 +136,11 @@ void RequestPreparer::check_response_size(const ApiRequest& req, const std::vect
                            "n = " + std::to_string(req.n) + " x (max_tokens = " +
                            std::to_string(req.sampling.max_tokens) + (req.echo ? " + the echoed prompt" : "") +
                            "), up to " + std::to_string(worst / std::max<uint64_t>(1, tokens)) +
-                           " bytes each with top_logprobs = " + std::to_string(req.top_logprobs) + ")";
+                           " bytes each with top_logprobs = " + std::to_string(req.top_logprobs) +
+                           (req.prompt_logprobs >= 0
+                                ? ", and each prompt token's prompt_logprobs = " + std::to_string(req.prompt_logprobs)
+                                : std::string()) +
+                           ")";
   // A complete response is built in memory and sent at once: refuse one that could pass the limit, naming it,
   // rather than drop it half written.
   if (!req.stream && worst > options_.max_response_bytes)
@@ -144,7 +148,7 @@ void RequestPreparer::check_response_size(const ApiRequest& req, const std::vect
                        "the response could reach " + std::to_string(worst) + " bytes " + what +
                            ", more than this server's limit of " + std::to_string(options_.max_response_bytes) +
                            " bytes for a complete response; ask for fewer tokens, choices or logprobs, or stream",
-                       "max_tokens");
+                       req.prompt_logprobs > 0 ? "prompt_logprobs" : "max_tokens");
   // A stream is sent as it comes, except an echo: each choice's prompt (with its logprobs) goes out in one write,
   // and a stream whose unsent bytes pass the server's buffer is dropped.
   if (req.stream && req.echo && req.logprobs) {

@@ -331,6 +331,24 @@ TEST(StopMatcher, StopsCountOnlyOnceAllowedButStartsAreHeldBack) {
   EXPECT_TRUE(nested.stopped());
 }
 
+TEST(Sampler, PositionLogprobsRankAsVllmDoes) {
+  // Ties share the worse rank (the tokens at least as likely, itself included); NaN ranks after every number.
+  const float nan = std::nanf("");
+  const std::vector<float> row{1.0f, 3.0f, 3.0f, nan, 0.0f};
+  std::vector<int32_t> scratch;
+  const PositionLogprobs two = position_logprobs(row, 2, 2, scratch);
+  EXPECT_EQ(two.rank, 2);
+  double z = 0;
+  for (float x : row) z += x == x ? std::exp(double(x)) : 0.0;
+  EXPECT_NEAR(two.logprob, 3.0 - std::log(z), 1e-6);
+  ASSERT_EQ(two.top.size(), 2u);
+  EXPECT_EQ(two.top[0].first, 1);
+  EXPECT_EQ(two.top[1].first, 2);
+  EXPECT_EQ(position_logprobs(row, 0, 0, scratch).rank, 3);
+  EXPECT_EQ(position_logprobs(row, 4, 0, scratch).rank, 4);
+  EXPECT_EQ(position_logprobs(row, 3, 0, scratch).rank, 5);
+}
+
 TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheStop) {
   StopMatcher m({"\n\n", "The end"});
   EXPECT_EQ(m.push("Hello\n"), "Hello");  // "\n" may start "\n\n"

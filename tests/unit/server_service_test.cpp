@@ -698,8 +698,6 @@ TEST(ServiceEcho, ThePromptComesBackWithItsLogprobs) {
 namespace tessera::server {
 namespace {
 
-// OpenAI's prompt arrays on /v1/completions: each prompt gets n choices (prompt p's i-th at index p·n + i),
-// each the text a request of that prompt alone gives; usage adds up the prompts.
 // vLLM's prompt_logprobs: each prompt token's logprob, rank and top alternatives keyed by token id, per
 // completion choice and at the top of a chat response; the same figures echo's logprobs give.
 TEST(ServiceEcho, PromptLogprobsInVllmsShape) {
@@ -738,6 +736,8 @@ TEST(ServiceEcho, PromptLogprobsInVllmsShape) {
     EXPECT_EQ(h.complete(bad)->body_json()["error"]["param"], "prompt_logprobs") << bad.dump();
 }
 
+// OpenAI's prompt arrays on /v1/completions: each prompt gets n choices (prompt p's i-th at index p·n + i),
+// each the text a request of that prompt alone gives; usage adds up the prompts.
 TEST(ServiceBatch, EachPromptGetsTheChoicesItWouldGetAlone) {
   ServiceOptions o;
   o.result_cache_bytes = 0;
