@@ -71,9 +71,7 @@ void DraftModelProposer::propose(std::span<DraftSlot> slots) {
       SamplingParams params = *slot.sampling;
       params.seed = slot.seed;
       // min_tokens holds the draft's end tokens back too, or its guesses would end where the target cannot.
-      EndTokens end;
-      if (params.min_tokens > 0) end = end_tokens_for(params, model_->tokenizer().eog_ids(), seq.n_prompt);
-      owned = std::make_unique<State>(params, std::move(end));
+      owned = std::make_unique<State>(params, end_tokens_for(params, model_->tokenizer(), seq.n_prompt));
     }
     State& st = *owned;
     // Roll back to what the target kept: the longest common prefix, leaving at least the last token to run.

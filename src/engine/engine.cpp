@@ -29,20 +29,13 @@ namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// What min_tokens holds back. Only a request with min_tokens asks the tokenizer: the reference tests run models
-// loaded without one (prompt logits only).
-EndTokens end_tokens(const Request& request, const Tokenizer& tokenizer) {
-  if (request.sampling.min_tokens <= 0) return {};
-  return end_tokens_for(request.sampling, tokenizer.eog_ids(), int64_t(request.prompt.size()));
-}
-
 // Everything the engine keeps for one live sample of a request (a request of n samples is one until its prompt
 // is computed, then n); `seq` is what the scheduler sees.
 struct LiveSample {
   LiveSample(Request r, EventCallback cb, const Tokenizer& tokenizer)
       : request(std::move(r)),
         on_event(std::move(cb)),
-        sampler(request.sampling, end_tokens(request, tokenizer)),
+        sampler(request.sampling, end_tokens_for(request.sampling, tokenizer, int64_t(request.prompt.size()))),
         output(tokenizer, request) {}
 
   Request request;

@@ -31,12 +31,9 @@ void check_prompt_tokens(std::span<const int32_t> prompt, int64_t n_vocab) {
 
 void check_request(const Request& request, const RequestLimits& limits) {
   auto refuse = [](RequestProblem problem, std::string message) { throw InvalidRequest(problem, message); };
-  // Checked here too, before validate(), to name the field: max_tokens may be the server's default.
-  if (request.sampling.min_tokens > request.sampling.max_tokens)
-    throw InvalidRequest(RequestProblem::InvalidParameter,
-                         fmt::format("min_tokens ({}) must be at most max_tokens ({})", request.sampling.min_tokens,
-                                     request.sampling.max_tokens),
-                         "min_tokens");
+  // Before validate(), to name the field: max_tokens may be the server's default, not the client's.
+  if (const std::string problem = min_tokens_problem(request.sampling); !problem.empty())
+    throw InvalidRequest(RequestProblem::InvalidParameter, problem, "min_tokens");
   if (const std::string problem = validate(request.sampling); !problem.empty())
     refuse(RequestProblem::InvalidParameter, problem);
   if (request.top_logprobs < 0 || request.top_logprobs > 20)

@@ -7,8 +7,14 @@
 #include <numeric>
 
 #include "fmt/format.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tessera {
+
+std::string min_tokens_problem(const SamplingParams& p) {
+  if (p.min_tokens <= p.max_tokens) return {};
+  return fmt::format("min_tokens ({}) must be at most max_tokens ({})", p.min_tokens, p.max_tokens);
+}
 
 std::string validate(const SamplingParams& p) {
   if (!std::isfinite(p.temperature) || p.temperature < 0.0f) return "temperature must be >= 0";
@@ -24,8 +30,7 @@ std::string validate(const SamplingParams& p) {
   }
   if (p.max_tokens < 0) return "max_tokens must be >= 0";
   if (p.min_tokens < 0) return "min_tokens must be >= 0";
-  if (p.min_tokens > p.max_tokens)
-    return fmt::format("min_tokens ({}) must be at most max_tokens ({})", p.min_tokens, p.max_tokens);
+  if (std::string problem = min_tokens_problem(p); !problem.empty()) return problem;
   if (p.logit_bias.size() > kMaxLogitBiases)
     return fmt::format("logit_bias may hold at most {} tokens", kMaxLogitBiases);
   for (size_t i = 0; i < p.logit_bias.size(); ++i) {
@@ -137,6 +142,11 @@ EndTokens end_tokens_for(const SamplingParams& params, std::span<const int32_t> 
   std::sort(end.ids.begin(), end.ids.end());
   end.ids.erase(std::unique(end.ids.begin(), end.ids.end()), end.ids.end());
   return end;
+}
+
+EndTokens end_tokens_for(const SamplingParams& params, const Tokenizer& tokenizer, int64_t n_prompt) {
+  if (params.min_tokens <= 0) return {n_prompt, {}};
+  return end_tokens_for(params, tokenizer.eog_ids(), n_prompt);
 }
 
 Sampler::Sampler(const SamplingParams& params, EndTokens end)

@@ -14,6 +14,8 @@
 
 namespace tessera {
 
+class Tokenizer;
+
 // A small, portable PRNG (splitmix64-seeded xoshiro256**): its sequence is fixed by the seed, unlike
 // std::uniform_real_distribution whose output differs between standard libraries.
 class Rng {
@@ -59,6 +61,9 @@ struct EndTokens {
 };
 // The model's end-of-generation ids (unless ignore_eos) and the request's stop_token_ids; none without min_tokens.
 EndTokens end_tokens_for(const SamplingParams& params, std::span<const int32_t> eog_ids, int64_t n_prompt);
+// The same with the model's own ids, asked of `tokenizer` only with min_tokens (the reference tests run models
+// loaded without a tokenizer).
+EndTokens end_tokens_for(const SamplingParams& params, const Tokenizer& tokenizer, int64_t n_prompt);
 
 class Sampler {
  public:

@@ -69,5 +69,7 @@ inline SamplingParams with_defaults(SamplingParams params, const SamplingDefault
 
 // Checks ranges; returns an empty string when valid, otherwise what is wrong (for a 400 or a CLI error).
 std::string validate(const SamplingParams& params);
+// validate()'s check of min_tokens against max_tokens alone, for callers that name the field.
+std::string min_tokens_problem(const SamplingParams& params);
 
 }  // namespace tessera

@@ -80,9 +80,11 @@ Generation::Generation(const ServingContext& context, std::shared_ptr<Responder>
 }
 
 void Generation::init_echo(PromptState& prompt, const std::string* text) const {
-  const std::string decoded = ctx_.tokenizer.decode(prompt.tokens);
+  const bool with_logprobs = request_.logprobs && !prompt.tokens.empty();
+  // The decoded text: the echo of token ids, and with logprobs the measure of the leading space below.
+  const std::string decoded = !text || with_logprobs ? ctx_.tokenizer.decode(prompt.tokens) : std::string();
   prompt.echo_text = text ? *text : decoded;
-  if (!request_.logprobs || prompt.tokens.empty()) return;
+  if (!with_logprobs) return;
   // The text leaves out the space a SentencePiece tokenizer puts in front (decode drops it from the first piece
   // with text): that token's text_offset step is one byte short of its piece.
   size_t pieces = 0;
@@ -500,8 +502,9 @@ void Generation::respond() {
   if (request_.prompt_logprobs >= 0) {
     // vLLM's places: each completion choice carries its prompt's list; a chat response carries its one prompt's.
     if (header_.endpoint == Endpoint::Completions) {
-      for (size_t i = 0; i < choices_.size(); ++i)
-        body["choices"][i]["prompt_logprobs"] = prompt_logprobs_json(prompts_[choices_[i].prompt]);
+      std::vector<nlohmann::json> lists;  // once per prompt, copied into each of its n choices
+      for (const PromptState& prompt : prompts_) lists.push_back(prompt_logprobs_json(prompt));
+      for (size_t i = 0; i < choices_.size(); ++i) body["choices"][i]["prompt_logprobs"] = lists[choices_[i].prompt];
     } else {
       body["prompt_logprobs"] = prompt_logprobs_json(prompts_.front());
     }

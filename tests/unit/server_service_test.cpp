@@ -145,6 +145,13 @@ class Harness {
   std::unique_ptr<Service> service;
 };
 
+// Without the result cache: every request reaches the engine.
+ServiceOptions uncached() {
+  ServiceOptions o;
+  o.result_cache_bytes = 0;
+  return o;
+}
+
 Headers bearer(const std::string& secret) { return {{"Authorization", "Bearer " + secret}}; }
 
 const json kGreedy = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
@@ -447,9 +454,7 @@ TEST(ServiceValidation, TheEnginesRefusalsMapToTheirCodesAndFields) {
 TEST(ServiceChoices, NChoicesForkOnePromptAndEqualSeparateRequests) {
   // n = 3 seeded choices are one engine request: the prompt is computed once and forked (copy-on-write), and
   // choice k is what a lone request with seed + k gives. Greedy choices are all the one greedy text.
-  ServiceOptions o;
-  o.result_cache_bytes = 0;  // every request reaches the engine
-  Harness h(o);
+  Harness h(uncached());
   const std::string prompt = "Once upon a time there was a little dog named Max who";
   ASSERT_TRUE(h.engine->wait_idle(10s));  // the warm-up's last step counted
   const uint64_t before = h.engine->stats().n_computed_tokens;
@@ -529,9 +534,7 @@ json post(Harness& h, const std::string& path, const json& body, int want_status
 
 // vLLM's /tokenize and /detokenize: the same ids a generation's prompt has, and back.
 TEST(ServiceTokenization, TokenizeGivesThePromptGenerationSees) {
-  ServiceOptions o;
-  o.result_cache_bytes = 0;
-  Harness h(o);
+  Harness h(uncached());
   const Tokenizer& tok = model()->tokenizer();
   const json text = post(h, "/tokenize", {{"prompt", "Once upon a time"}});
   EXPECT_EQ(text["tokens"].get<std::vector<int32_t>>(), tok.encode("Once upon a time", true));
@@ -609,18 +612,11 @@ TEST(ServiceTokenization, NeedsAKeyWhereGenerationDoes) {
   EXPECT_EQ(h.call("POST", "/detokenize", {{"tokens", {1}}}, bearer("sk-a"))->status, 200);
 }
 
-}  // namespace
-}  // namespace tessera::server
-
-namespace tessera::server {
-namespace {
 
 // OpenAI's echo on /v1/completions, as evaluation harnesses use it: the prompt comes back in front of the text,
 // and with logprobs each prompt token's log-probability (the first one null), max_tokens 0 allowed.
 TEST(ServiceEcho, ThePromptComesBackWithItsLogprobs) {
-  ServiceOptions o;
-  o.result_cache_bytes = 0;
-  Harness h(o);
+  Harness h(uncached());
   const std::string prompt = "Once upon a time";
   const json plain = post(h, "/v1/completions",
                           {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 2}});
@@ -692,18 +688,11 @@ TEST(ServiceEcho, ThePromptComesBackWithItsLogprobs) {
   EXPECT_EQ(h.complete({{"prompt", prompt}, {"echo", "yes"}})->body_json()["error"]["param"], "echo");
 }
 
-}  // namespace
-}  // namespace tessera::server
-
-namespace tessera::server {
-namespace {
 
 // vLLM's prompt_logprobs: each prompt token's logprob, rank and top alternatives keyed by token id, per
 // completion choice and at the top of a chat response; the same figures echo's logprobs give.
 TEST(ServiceEcho, PromptLogprobsInVllmsShape) {
-  ServiceOptions o;
-  o.result_cache_bytes = 0;
-  Harness h(o);
+  Harness h(uncached());
   const std::string prompt = "Once upon a time there was";
   const std::vector<int32_t> ids = post(h, "/tokenize", {{"prompt", prompt}})["tokens"];
   const json r = post(h, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"n", 2},
@@ -739,9 +728,7 @@ TEST(ServiceEcho, PromptLogprobsInVllmsShape) {
 // OpenAI's prompt arrays on /v1/completions: each prompt gets n choices (prompt p's i-th at index p·n + i),
 // each the text a request of that prompt alone gives; usage adds up the prompts.
 TEST(ServiceBatch, EachPromptGetsTheChoicesItWouldGetAlone) {
-  ServiceOptions o;
-  o.result_cache_bytes = 0;
-  Harness h(o);
+  Harness h(uncached());
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Tom"};
   const json common = {{"max_tokens", 6}, {"temperature", 0}, {"logprobs", 1}, {"echo", true}};
   json body = common;
@@ -784,9 +771,7 @@ TEST(ServiceBatch, EachPromptGetsTheChoicesItWouldGetAlone) {
 }
 
 TEST(ServiceBatch, SeededChoicesDrawAsTheirPromptAlone) {
-  ServiceOptions o;
-  o.result_cache_bytes = 0;
-  Harness h(o);
+  Harness h(uncached());
   const std::vector<std::string> prompts = {"Once upon a time", "The little dog"};
   const json batch = post(h, "/v1/completions",
                           {{"prompt", prompts}, {"max_tokens", 12}, {"temperature", 2.0}, {"seed", 11}, {"n", 2}});
