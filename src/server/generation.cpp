@@ -20,6 +20,12 @@ void send_json(Responder& responder, Metrics& metrics, int status, const nlohman
   responder.send(status, "application/json", dump_json(body), extra);
 }
 
+namespace {
+// A body whose texts pass this is built off the io thread even without logprob lists (about a millisecond of
+// serializing).
+constexpr size_t kLargeBodyTextBytes = 256 << 10;
+}  // namespace
+
 void send_error(Responder& responder, Metrics& metrics, const ApiError& error) {
   const int status = http_status(error.code);
   Headers extra;
@@ -38,24 +44,68 @@ void finish_stream(Responder& responder, const ResponseHeader& header, const Api
   responder.end_stream();
 }
 
-void replay(Responder& responder, Metrics& metrics, const ResponseHeader& header, const ApiRequest& request,
-            const CachedResult& hit) {
-  Usage usage;
-  usage.prompt_tokens = hit.prompt_tokens;
-  for (const ChoiceResult& c : hit.choices) usage.completion_tokens += c.n_generated;
-  const Headers extra = {{"X-Tessera-Cache", "hit"}};
-  if (!request.stream) {
-    send_json(responder, metrics, 200, response_json(header, hit.choices, usage, request.logprobs), extra);
+void send_built_json(const ServingContext& ctx, std::shared_ptr<Responder> responder, bool large, BodyBuilder build,
+                     Headers extra) {
+  if (!large) {
+    send_json(*responder, ctx.metrics, 200, build(), extra);
     return;
   }
-  responder.start_stream(200, "text/event-stream", extra);
+  struct Pending {
+    std::shared_ptr<Responder> responder;
+    BodyBuilder build;
+    Headers extra;
+    std::string body;
+    std::optional<ApiError> error;
+  };
+  auto pending = std::make_shared<Pending>(Pending{std::move(responder), std::move(build), std::move(extra), {}, {}});
+  ctx.lifecycle.count_in();  // a drain waits for these bytes as for a generation's
+  // The worker's copy of the job hands its reference on to the io thread, so that the connection is never
+  // destroyed on the worker (the HTTP server's session set is the io thread's).
+  auto job = [pending, &ioc = ctx.ioc, &metrics = ctx.metrics, &lifecycle = ctx.lifecycle]() mutable {
+    std::shared_ptr<Pending> p = std::move(pending);
+    try {
+      p->body = dump_json(p->build());
+    } catch (...) {
+      p->error = current_api_error();
+    }
+    p->build = nullptr;  // what it captured (results, logprob lists) goes with it, here
+    boost::asio::post(ioc, [p = std::move(p), &metrics, &lifecycle]() {
+      if (p->error) {
+        send_error(*p->responder, metrics, *p->error);
+      } else {
+        metrics.count_status(200);
+        p->responder->send(200, "application/json", std::move(p->body), p->extra);
+      }
+      lifecycle.count_out();
+    });
+  };
+  // With the workers' queue full the body is built here: a response whose tokens were generated is not refused.
+  if (!ctx.workers.post(job)) job();
+}
+
+void replay(const ServingContext& ctx, std::shared_ptr<Responder> responder, const ResponseHeader& header,
+            const ApiRequest& request, std::shared_ptr<const CachedResult> hit) {
+  Usage usage;
+  usage.prompt_tokens = hit->prompt_tokens;
+  for (const ChoiceResult& c : hit->choices) usage.completion_tokens += c.n_generated;
+  Headers extra = {{"X-Tessera-Cache", "hit"}};
+  if (!request.stream) {
+    size_t text_bytes = 0;
+    for (const ChoiceResult& c : hit->choices) text_bytes += c.text.size();
+    const bool large = request.logprobs || text_bytes > kLargeBodyTextBytes;
+    send_built_json(ctx, std::move(responder), large, [header, hit, usage, logprobs = request.logprobs] {
+      return response_json(header, hit->choices, usage, logprobs);
+    }, std::move(extra));
+    return;
+  }
+  responder->start_stream(200, "text/event-stream", extra);
   // Each choice whole, in its one and finishing chunk.
   std::vector<ChoiceTail> tails;
-  for (size_t i = 0; i < hit.choices.size(); ++i) {
-    const ChoiceResult& c = hit.choices[i];
+  for (size_t i = 0; i < hit->choices.size(); ++i) {
+    const ChoiceResult& c = hit->choices[i];
     tails.push_back({int32_t(i), c.text, true, request.logprobs ? &c.tokens : nullptr, 0, c.finish_reason});
   }
-  finish_stream(responder, header, request, tails, usage);
+  finish_stream(*responder, header, request, tails, usage);
 }
 
 Generation::Generation(const ServingContext& context, std::shared_ptr<Responder> responder, ApiRequest request,
@@ -253,18 +303,17 @@ void Generation::on_prompt_logprobs(PromptState& prompt, const StreamEvent& even
   }
 }
 
-nlohmann::json Generation::prompt_logprobs_json(const PromptState& prompt) const {
-  const Tokenizer& tok = ctx_.tokenizer;
+nlohmann::json prompt_logprobs_json(const std::vector<PositionLogprobs>& positions, int32_t top,
+                                    const Tokenizer& tokenizer) {
   nlohmann::json list = nlohmann::json::array({nullptr});  // the first token: nothing precedes it
-  for (const PositionLogprobs& p : prompt.positions) {
+  for (const PositionLogprobs& p : positions) {
     nlohmann::json entry = nlohmann::json::object();
     auto add = [&](int32_t id, float logprob, int32_t rank) {
       // A non-finite logprob (a -inf or NaN logit) as vLLM clamps it: clients read the field as a float.
       const double value = std::isfinite(logprob) ? double(logprob) : -9999.0;
-      entry[std::to_string(id)] = {{"logprob", value}, {"rank", rank}, {"decoded_token", tok.token_piece(id)}};
+      entry[std::to_string(id)] = {{"logprob", value}, {"rank", rank}, {"decoded_token", tokenizer.token_piece(id)}};
     };
-    for (size_t k = 0; k < p.top.size() && k < size_t(request_.prompt_logprobs); ++k)
-      add(p.top[k].first, p.top[k].second, int32_t(k) + 1);
+    for (size_t k = 0; k < p.top.size() && k < size_t(top); ++k) add(p.top[k].first, p.top[k].second, int32_t(k) + 1);
     add(p.token, p.logprob, p.rank);  // last: its own rank wins where it is also an alternative (ties)
     list.push_back(std::move(entry));
   }
@@ -497,19 +546,36 @@ void Generation::respond() {
     return;
   }
   std::vector<ChoiceResult> results;
-  for (Choice& c : choices_) results.push_back(std::move(c.result));
-  nlohmann::json body = response_json(header_, results, usage, request_.logprobs);
-  if (request_.prompt_logprobs >= 0) {
-    // vLLM's places: each completion choice carries its prompt's list; a chat response carries its one prompt's.
-    if (header_.endpoint == Endpoint::Completions) {
-      std::vector<nlohmann::json> lists;  // once per prompt, copied into each of its n choices
-      for (const PromptState& prompt : prompts_) lists.push_back(prompt_logprobs_json(prompt));
-      for (size_t i = 0; i < choices_.size(); ++i) body["choices"][i]["prompt_logprobs"] = lists[choices_[i].prompt];
-    } else {
-      body["prompt_logprobs"] = prompt_logprobs_json(prompts_.front());
-    }
+  size_t text_bytes = 0;
+  for (Choice& c : choices_) {
+    text_bytes += c.result.text.size();
+    results.push_back(std::move(c.result));
   }
-  send_json(*responder_, ctx_.metrics, 200, body);
+  // vLLM's places for prompt_logprobs: each completion choice carries its prompt's list; a chat response its one
+  // prompt's.
+  std::vector<std::vector<PositionLogprobs>> positions;
+  std::vector<size_t> choice_prompt;
+  if (request_.prompt_logprobs >= 0) {
+    for (PromptState& p : prompts_) positions.push_back(std::move(p.positions));
+    for (const Choice& c : choices_) choice_prompt.push_back(c.prompt);
+  }
+  const bool large = request_.logprobs || request_.prompt_logprobs >= 0 || text_bytes > kLargeBodyTextBytes;
+  send_built_json(ctx_, responder_, large,
+                  [header = header_, results = std::move(results), usage, logprobs = request_.logprobs,
+                   top = request_.prompt_logprobs, positions = std::move(positions),
+                   choice_prompt = std::move(choice_prompt), &tokenizer = ctx_.tokenizer] {
+                    nlohmann::json body = response_json(header, results, usage, logprobs);
+                    if (top < 0) return body;
+                    if (header.endpoint == Endpoint::Completions) {
+                      std::vector<nlohmann::json> lists;  // once per prompt, copied into each of its n choices
+                      for (const auto& p : positions) lists.push_back(prompt_logprobs_json(p, top, tokenizer));
+                      for (size_t i = 0; i < choice_prompt.size(); ++i)
+                        body["choices"][i]["prompt_logprobs"] = lists[choice_prompt[i]];
+                    } else {
+                      body["prompt_logprobs"] = prompt_logprobs_json(positions.front(), top, tokenizer);
+                    }
+                    return body;
+                  });
 }
 
 }  // namespace tessera::server

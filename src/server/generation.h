@@ -9,6 +9,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "server/metrics.h"
 #include "server/openai_json.h"
 #include "server/rate_limiter.h"
+#include "server/request_workers.h"
 #include "server/result_cache.h"
 #include "server/tool_calls.h"
 
@@ -41,6 +43,7 @@ struct ServingContext {
   Lifecycle& lifecycle;
   const Tokenizer& tokenizer;
   const ToolCallFormat& tool_format;  // how the model writes tool calls (chat with tools)
+  RequestWorkers& workers;            // where a large response body is built, off the io thread
 };
 
 // A JSON answer (counted by status) and an error answer (with Retry-After on 429 and 503).
@@ -60,9 +63,19 @@ struct ChoiceTail {
 // The end of a stream that went well: each choice's finish chunk, the usage chunk when asked, [DONE].
 void finish_stream(Responder& responder, const ResponseHeader& header, const ApiRequest& request,
                    const std::vector<ChoiceTail>& tails, const Usage& usage);
+// A 200 whose body `build` makes. A large one (logprob lists, long texts) is built and serialized on a request
+// worker, then sent from the io thread: such a body can take seconds, and the io thread serves every other
+// connection meanwhile. The response counts as in flight until its bytes reach the connection.
+using BodyBuilder = std::function<nlohmann::json()>;
+void send_built_json(const ServingContext& ctx, std::shared_ptr<Responder> responder, bool large, BodyBuilder build,
+                     Headers extra = {});
 // A cached result sent as the generation that made it would have sent it, marked X-Tessera-Cache: hit.
-void replay(Responder& responder, Metrics& metrics, const ResponseHeader& header, const ApiRequest& request,
-            const CachedResult& hit);
+void replay(const ServingContext& ctx, std::shared_ptr<Responder> responder, const ResponseHeader& header,
+            const ApiRequest& request, std::shared_ptr<const CachedResult> hit);
+// vLLM's prompt_logprobs list of a prompt: null, then {"id": {"logprob", "rank", "decoded_token"}} per token,
+// with the `top` most likely tokens.
+nlohmann::json prompt_logprobs_json(const std::vector<PositionLogprobs>& positions, int32_t top,
+                                    const Tokenizer& tokenizer);
 
 class Generation : public std::enable_shared_from_this<Generation> {
  public:
@@ -130,8 +143,6 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void init_echo(PromptState& prompt, const std::string* text) const;
   // echo with logprobs: the prompt positions' logprobs, kept for every choice's echo (and for prompt_logprobs).
   void on_prompt_logprobs(PromptState& prompt, const StreamEvent& event) const;
-  // vLLM's prompt_logprobs list of a prompt: null, then {"id": {"logprob", "rank", "decoded_token"}} per token.
-  nlohmann::json prompt_logprobs_json(const PromptState& prompt) const;
   // echo: the prompt's text once per choice (empty after the first call, or without echo), its logprobs put in
   // front of c.pending.
   std::string take_echo(Choice& c);

@@ -174,6 +174,8 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
   if (!engine) throw ApiException(ApiError(ErrorCode::Unavailable, "no model passes its health check; retry later", "", 5.0));
 
   ResponseHeader header = new_response_header(endpoint);
+  const ServingContext context{ioc_, *metrics_, gateway_, *lifecycle_, lifecycle_->primary().model().tokenizer(),
+                               structured_.tool_format(), workers_};
   Generation::Accounting accounting{{}, {}, client.limiter_key, client.limits, charge};
   // Not cached: requests with tools, and with prompt_logprobs (their list is not part of a cached result).
   if (gateway_.cache().enabled() && req.deterministic() && !req.structured.tools_active() && req.prompt_logprobs < 0) {
@@ -189,7 +191,7 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
       double used = double(hit->prompt_tokens);
       for (const ChoiceResult& c : hit->choices) used += double(c.n_generated);
       refund.tokens = std::max(0.0, charge - used);
-      replay(*responder, *metrics_, header, req, *hit);
+      replay(context, responder, header, req, std::move(hit));
       return;
     }
     metrics_->count_cache_miss();
@@ -199,8 +201,6 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
   std::optional<Clock::time_point> deadline;
   if (req.timeout_ms) deadline = arrival + std::chrono::milliseconds(*req.timeout_ms);
   req.cache_namespace = gateway_.prefix_namespace(client.tenant, req.cache_salt);
-  const ServingContext context{ioc_, *metrics_, gateway_, *lifecycle_, lifecycle_->primary().model().tokenizer(),
-                               structured_.tool_format()};
   auto gen = std::make_shared<Generation>(context, responder, std::move(req), std::move(prepared.prompts),
                                           std::move(header), std::move(accounting), deadline);
   try {

@@ -9,8 +9,10 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "model/model.h"
+#include "server/generation.h"
 #include "server/service.h"
 #include "tokenizer/tokenizer.h"
 
@@ -333,6 +335,59 @@ TEST(ServiceIoThread, TheHandlerLeavesTheRequestsCpuWorkToTheWorkers) {
     EXPECT_EQ(r->status, 400);
     EXPECT_EQ(r->error_code(), "context_length_exceeded");
   }
+}
+
+// A complete response with logprob lists can take seconds to build and serialize: it is built on a request
+// worker and sent from the io thread (here the test thread), and it stays in flight until then. A small one is
+// built in place; with the workers' queue full, a large one is too (a finished generation is never refused).
+TEST(ServiceIoThread, LargeResponseBodiesAreBuiltOnTheWorkers) {
+  boost::asio::io_context ioc;
+  auto guard = boost::asio::make_work_guard(ioc);
+  auto engine = std::make_shared<Engine>(model(), small_engine());
+  ServiceOptions options;
+  Metrics metrics("stories260K");
+  Gateway gateway(options, metrics);
+  Lifecycle lifecycle(engine, nullptr, 1000ms, metrics);
+  const ToolCallFormat tools;
+  RequestWorkers workers(1, 4), full(1, 0);
+  const auto io_thread = std::this_thread::get_id();
+  auto send = [&](RequestWorkers& pool, bool large, bool fail = false) {
+    const ServingContext ctx{ioc, metrics, gateway, lifecycle, model()->tokenizer(), tools, pool};
+    auto responder = std::make_shared<FakeResponder>();
+    std::thread::id built_on;
+    send_built_json(ctx, responder, large, [&built_on, fail]() -> json {
+      built_on = std::this_thread::get_id();
+      if (fail) throw std::runtime_error("a bug while building");
+      return {{"object", "text_completion"}};
+    });
+    EXPECT_FALSE(responder->done) << "sent before the io thread ran";
+    EXPECT_EQ(lifecycle.n_in_flight(), large ? 1 : 0);
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!responder->done && std::chrono::steady_clock::now() < deadline) ioc.run_for(2ms);
+    EXPECT_TRUE(responder->done);
+    EXPECT_EQ(lifecycle.n_in_flight(), 0);
+    return std::pair{responder, built_on};
+  };
+  const auto [large, large_thread] = send(workers, true);
+  EXPECT_EQ(large->status, 200);
+  EXPECT_EQ(large->body_json()["object"], "text_completion");
+  EXPECT_NE(large_thread, io_thread);
+  const auto [inline_, inline_thread] = send(full, true);
+  EXPECT_EQ(inline_->status, 200);
+  EXPECT_EQ(inline_thread, io_thread);
+  const auto [failed, failed_thread] = send(workers, true, true);
+  EXPECT_EQ(failed->status, 500);
+  EXPECT_NE(failed_thread, io_thread);
+
+  const ServingContext ctx{ioc, metrics, gateway, lifecycle, model()->tokenizer(), tools, workers};
+  auto small = std::make_shared<FakeResponder>();
+  std::thread::id small_thread;
+  send_built_json(ctx, small, false, [&small_thread]() -> json {
+    small_thread = std::this_thread::get_id();
+    return {{"object", "text_completion"}};
+  });
+  EXPECT_TRUE(small->done);
+  EXPECT_EQ(small_thread, io_thread);
 }
 
 // Regression: --max-queue compared against a count the engine publishes once per step, so a burst was admitted
