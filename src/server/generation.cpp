@@ -20,12 +20,6 @@ void send_json(Responder& responder, Metrics& metrics, int status, const nlohman
   responder.send(status, "application/json", dump_json(body), extra);
 }
 
-namespace {
-// A body whose texts pass this is built off the io thread even without logprob lists (about a millisecond of
-// serializing).
-constexpr size_t kLargeBodyTextBytes = 256 << 10;
-}  // namespace
-
 void send_error(Responder& responder, Metrics& metrics, const ApiError& error) {
   const int status = http_status(error.code);
   Headers extra;
@@ -44,6 +38,11 @@ void finish_stream(Responder& responder, const ResponseHeader& header, const Api
   responder.end_stream();
 }
 
+bool large_body(const ApiRequest& request, size_t text_bytes) {
+  // Texts past 256 KiB take about a millisecond to escape and serialize.
+  return request.logprobs || request.prompt_logprobs >= 0 || text_bytes > (256 << 10);
+}
+
 void send_built_json(const ServingContext& ctx, std::shared_ptr<Responder> responder, bool large, BodyBuilder build,
                      Headers extra) {
   if (!large) {
@@ -59,8 +58,8 @@ void send_built_json(const ServingContext& ctx, std::shared_ptr<Responder> respo
   };
   auto pending = std::make_shared<Pending>(Pending{std::move(responder), std::move(build), std::move(extra), {}, {}});
   ctx.lifecycle.count_in();  // a drain waits for these bytes as for a generation's
-  // The worker's copy of the job hands its reference on to the io thread, so that the connection is never
-  // destroyed on the worker (the HTTP server's session set is the io thread's).
+  // The builder's copy of the job hands its reference on to the io thread, so that the connection is never
+  // destroyed on the builder's thread (the HTTP server's session set is the io thread's).
   auto job = [pending, &ioc = ctx.ioc, &metrics = ctx.metrics, &lifecycle = ctx.lifecycle]() mutable {
     std::shared_ptr<Pending> p = std::move(pending);
     try {
@@ -70,17 +69,26 @@ void send_built_json(const ServingContext& ctx, std::shared_ptr<Responder> respo
     }
     p->build = nullptr;  // what it captured (results, logprob lists) goes with it, here
     boost::asio::post(ioc, [p = std::move(p), &metrics, &lifecycle]() {
+      struct CountOut {
+        Lifecycle& lifecycle;
+        ~CountOut() { lifecycle.count_out(); }
+      } count_out{lifecycle};  // however the send ends
       if (p->error) {
         send_error(*p->responder, metrics, *p->error);
       } else {
         metrics.count_status(200);
         p->responder->send(200, "application/json", std::move(p->body), p->extra);
       }
-      lifecycle.count_out();
     });
   };
-  // With the workers' queue full the body is built here: a response whose tokens were generated is not refused.
-  if (!ctx.workers.post(job)) job();
+  // With the builder's queue full (or no memory to queue) the body is built here: a response whose tokens were
+  // generated is not refused.
+  bool queued = false;
+  try {
+    queued = ctx.body_builder.post(job);
+  } catch (...) {
+  }
+  if (!queued) job();
 }
 
 void replay(const ServingContext& ctx, std::shared_ptr<Responder> responder, const ResponseHeader& header,
@@ -92,8 +100,7 @@ void replay(const ServingContext& ctx, std::shared_ptr<Responder> responder, con
   if (!request.stream) {
     size_t text_bytes = 0;
     for (const ChoiceResult& c : hit->choices) text_bytes += c.text.size();
-    const bool large = request.logprobs || text_bytes > kLargeBodyTextBytes;
-    send_built_json(ctx, std::move(responder), large, [header, hit, usage, logprobs = request.logprobs] {
+    send_built_json(ctx, std::move(responder), large_body(request, text_bytes), [header, hit, usage, logprobs = request.logprobs] {
       return response_json(header, hit->choices, usage, logprobs);
     }, std::move(extra));
     return;
@@ -559,8 +566,7 @@ void Generation::respond() {
     for (PromptState& p : prompts_) positions.push_back(std::move(p.positions));
     for (const Choice& c : choices_) choice_prompt.push_back(c.prompt);
   }
-  const bool large = request_.logprobs || request_.prompt_logprobs >= 0 || text_bytes > kLargeBodyTextBytes;
-  send_built_json(ctx_, responder_, large,
+  send_built_json(ctx_, responder_, large_body(request_, text_bytes),
                   [header = header_, results = std::move(results), usage, logprobs = request_.logprobs,
                    top = request_.prompt_logprobs, positions = std::move(positions),
                    choice_prompt = std::move(choice_prompt), &tokenizer = ctx_.tokenizer] {

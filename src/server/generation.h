@@ -43,7 +43,7 @@ struct ServingContext {
   Lifecycle& lifecycle;
   const Tokenizer& tokenizer;
   const ToolCallFormat& tool_format;  // how the model writes tool calls (chat with tools)
-  RequestWorkers& workers;            // where a large response body is built, off the io thread
+  RequestWorkers& body_builder;       // where a large response body is built, off the io thread
 };
 
 // A JSON answer (counted by status) and an error answer (with Retry-After on 429 and 503).
@@ -63,9 +63,12 @@ struct ChoiceTail {
 // The end of a stream that went well: each choice's finish chunk, the usage chunk when asked, [DONE].
 void finish_stream(Responder& responder, const ResponseHeader& header, const ApiRequest& request,
                    const std::vector<ChoiceTail>& tails, const Usage& usage);
-// A 200 whose body `build` makes. A large one (logprob lists, long texts) is built and serialized on a request
-// worker, then sent from the io thread: such a body can take seconds, and the io thread serves every other
-// connection meanwhile. The response counts as in flight until its bytes reach the connection.
+// A 200 whose body `build` makes. A large one (logprob lists, long texts) is built and serialized on the body
+// builder's thread, then sent from the io thread: such a body can take seconds, and the io thread serves every
+// other connection meanwhile (and the request workers every new request). The response counts as in flight
+// until its bytes reach the connection.
+// Large: with logprob lists (logprobs, prompt_logprobs), or texts over 256 KiB.
+bool large_body(const ApiRequest& request, size_t text_bytes);
 using BodyBuilder = std::function<nlohmann::json()>;
 void send_built_json(const ServingContext& ctx, std::shared_ptr<Responder> responder, bool large, BodyBuilder build,
                      Headers extra = {});

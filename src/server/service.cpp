@@ -48,7 +48,8 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
       preparer_(primary->model().tokenizer(), chat_template_, encoder_, structured_,
                 prep_options(options_, primary->limits())),
       tokenization_(preparer_, primary->model().tokenizer()),
-      workers_(options_.parse_workers, options_.max_pending_parses) {
+      workers_(options_.parse_workers, options_.max_pending_parses),
+      body_builder_(1, options_.max_pending_parses) {
   started_unix_ = unix_now();
   next_id_ = std::random_device{}();
   Metrics* m = metrics_.get();
@@ -175,7 +176,7 @@ void Service::admit(Endpoint endpoint, const std::shared_ptr<Responder>& respond
 
   ResponseHeader header = new_response_header(endpoint);
   const ServingContext context{ioc_, *metrics_, gateway_, *lifecycle_, lifecycle_->primary().model().tokenizer(),
-                               structured_.tool_format(), workers_};
+                               structured_.tool_format(), body_builder_};
   Generation::Accounting accounting{{}, {}, client.limiter_key, client.limits, charge};
   // Not cached: requests with tools, and with prompt_logprobs (their list is not part of a cached result).
   if (gateway_.cache().enabled() && req.deterministic() && !req.structured.tools_active() && req.prompt_logprobs < 0) {

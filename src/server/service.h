@@ -93,6 +93,9 @@ class Service {
   // Last: their threads call back into the members above, so they stop first.
   std::unique_ptr<Lifecycle> lifecycle_;
   RequestWorkers workers_;
+  // One thread that builds large complete response bodies (send_built_json), apart from the request workers: a
+  // body of seconds must not hold up the parsing of new requests.
+  RequestWorkers body_builder_;
 };
 
 }  // namespace tessera::server

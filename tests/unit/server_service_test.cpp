@@ -388,6 +388,32 @@ TEST(ServiceIoThread, LargeResponseBodiesAreBuiltOnTheWorkers) {
   });
   EXPECT_TRUE(small->done);
   EXPECT_EQ(small_thread, io_thread);
+
+  ApiRequest request;
+  EXPECT_FALSE(large_body(request, 1000));
+  EXPECT_TRUE(large_body(request, 1 << 20));
+  request.logprobs = true;
+  EXPECT_TRUE(large_body(request, 0));
+  request.logprobs = false;
+  request.prompt_logprobs = 0;
+  EXPECT_TRUE(large_body(request, 0));
+}
+
+// A cached answer with logprobs (a large body, built off the io thread) comes back as the generation sent it.
+TEST(ServiceIoThread, ACachedAnswerWithLogprobsReplaysWhole) {
+  Harness h;
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 3},
+                     {"echo", true}};
+  const auto first = h.complete(body);
+  ASSERT_EQ(first->status, 200) << first->body;
+  EXPECT_EQ(first->header("X-Tessera-Cache"), "");
+  const auto again = h.complete(body);
+  ASSERT_EQ(again->status, 200) << again->body;
+  EXPECT_EQ(again->header("X-Tessera-Cache"), "hit");
+  EXPECT_EQ(again->body_json()["choices"], first->body_json()["choices"]);
+  EXPECT_EQ(again->body_json()["usage"], first->body_json()["usage"]);
+  EXPECT_FALSE(first->body_json()["choices"][0]["logprobs"]["top_logprobs"].empty());
+  EXPECT_EQ(h.service->n_in_flight(), 0);
 }
 
 // Regression: --max-queue compared against a count the engine publishes once per step, so a burst was admitted
