@@ -229,13 +229,14 @@ struct Q6_KZmmFamily : NoColumnState {
 
 // Batches of at least this many tokens take the 512-bit tiles (decode and small batches the 256-bit ones; both
 // give the same bits). The K-quants' zmm tiles pay a fixed cost per tile column (Q4_K's scales unpacked for the
-// column, Q6_K's wider unpacking) that only enough token tiles amortize. TinyLlama, 2 threads, 256-bit against
-// 512-bit tiles at 4 / 16 / 32 tokens per step: Q4_K 190 / 204 / 213 against 132 / 194 / 365 tok/s, Q6_K
-// 124 / 132 / 143 against 59 / 143 / 164. Per product (5632x2048 from memory, medians of 3 alternating runs on a
-// busy host), Q4_Kx8 at 16 tokens took 760-970 us on zmm against 890-1130 on ymm, at 12 tokens within noise
-// of it, at 8 and fewer longer; Q6_Kx8's zmm tile was no faster at 16-24 tokens and 2-4x slower at 2-4.
-constexpr int64_t kZmmQ4KMinTokens = 16;
-constexpr int64_t kZmmQ6KMinTokens = 32;
+// column, Q6_K's wider unpacking) that one token tile does not amortize; from two token tiles on, the later tile
+// also requests the next column while it computes (matmul_zmm_inl.h's weight stream). Per product (5632x2048
+// from memory, 2 threads, AMD Zen 4, microseconds, zmm against ymm): Q4_Kx8 at 4 tokens 570-643 against
+// 343-444, at 5 353-356 against 378-379, at 6 347-358 against 411-571, at 16 710-711 against 923-925; Q6_Kx8 at
+// 4 689-792 against 465-663, at 5 495-499 against 528-529, at 8 614-662 against 677-928, at 32 2078-2093
+// against 2224-2236. (Before the next-column requests, on Zen 5: Q4_K from 16 tokens, Q6_K from 32.)
+constexpr int64_t kZmmQ4KMinTokens = 5;
+constexpr int64_t kZmmQ6KMinTokens = 5;
 
 }  // namespace
 

@@ -24,6 +24,9 @@
 #error "matmul_zmm_inl.h is for files compiled with AVX-512 F/BW and VNNI (*_avx512.cpp)"
 #endif
 
+#include <algorithm>
+
+#include "kernels/column_shares.h"
 #include "kernels/matmul_ymm_inl.h"
 
 namespace tessera::kernels {
@@ -126,31 +129,60 @@ void pack_tile(const MatmulArgs& a, int64_t t0, int nt, int32_t* q, float* scale
 // The weight stream. A token block reads a tile column's weights from memory (or L3) once, in its first token
 // tile, and its other tiles find them in L2. That first tile requests, in each of its 2·NZ group streams, the
 // block kStreamAheadBytes further on (past the column's last block, the next column's first blocks): a few lines
-// of every stream in flight, the reads overlapping the tile's compute. The other tiles request nothing.
+// of every stream in flight, the reads overlapping the tile's compute.
 // Before, every tile requested its share of the whole *next* column into L2 (70 KiB ahead for 32 Q8_0 rows of
 // 2048), far more than memory keeps in flight: with one tile per column (2-6 tokens) a 5632x2048 Q8_0x8 product
 // streamed from memory took 1.2-1.4x the 1-token (256-bit) time, now 1.0-1.1x; 8 tokens 1.9x, now 1.3x; 512
 // tokens 3-9 % less time (2 threads, Zen 5; docs/performance.md, issue 20).
+// With several token tiles to a column, the first tile alone waits on memory while the later ones compute from
+// L2 with the memory idle: on a core whose int8 rate is about its share of the bandwidth's (Zen 4's
+// double-pumped 512-bit units), a 16-token step cost about the stream plus the later tiles' compute. So the
+// later tiles share out the next column among themselves, each requesting its share into L2 evenly over its
+// blocks: the memory works while they compute, and the next column's first tile finds its weights in L2.
+// 5632x2048 products from memory, 2 threads, Zen 4, microseconds, with against without: Q8_0x8 at 16 tokens
+// 583-614 against 677-798, at 8 417-439 against 487-504; I8x8 at 16 469-484 against 621; Q4_0x8 at 16 529-544
+// against 569; 512 tokens 2-5 % less time; one tile per column (up to 6 tokens, Q8_0) unchanged.
 constexpr int kStreamAheadBytes = 3072;
 
 struct Ahead {
   const uint8_t* column = nullptr;  // this column's first block (the tile's first group)
-  const uint8_t* next = nullptr;    // the next column's first block
+  const uint8_t* next = nullptr;    // the next column's first block; null when this thread has none
   int64_t blocks = 0;               // blocks per group in a column
   bool stream = false;              // the column's first token tile: it requests the weights ahead
+  ColumnShare share;                // a later tile: its share of the next column (column_shares.h)
 };
+
+// The Ahead of token tile `tile` of `n_tiles` in a column of `blocks` blocks per group stream.
+inline Ahead tile_ahead(const uint8_t* column, const uint8_t* next, int64_t blocks, int64_t tile, int64_t n_tiles) {
+  Ahead ahead{column, next, blocks, tile == 0, {}};
+  if (next) ahead.share = column_share(blocks, tile, n_tiles);
+  return ahead;
+}
+
+template <int NZ, int kBlockBytes, auto kHint>
+TESSERA_INLINE inline void prefetch_block(const uint8_t* at, size_t group_stride) {
+  static_for<2 * NZ>([&](auto g) TESSERA_INLINE {
+    static_for<(kBlockBytes + 63) / 64>([&](auto line) TESSERA_INLINE {
+      _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * line), kHint);
+    });
+  });
+}
 
 template <int NZ, int kBlockBytes>
 TESSERA_INLINE inline void prefetch_ahead(const Ahead& ahead, int64_t b, size_t group_stride) {
   constexpr int64_t kDistance = kStreamAheadBytes / kBlockBytes > 0 ? kStreamAheadBytes / kBlockBytes : 1;
-  if (!ahead.stream) return;
-  const int64_t p = b + kDistance;
-  const uint8_t* at = p < ahead.blocks ? ahead.column + p * kBlockBytes : ahead.next + (p - ahead.blocks) * kBlockBytes;
-  static_for<2 * NZ>([&](auto g) TESSERA_INLINE {
-    static_for<(kBlockBytes + 63) / 64>([&](auto line) TESSERA_INLINE {
-      _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * line), _MM_HINT_T0);
-    });
-  });
+  if (ahead.stream) {
+    const int64_t p = b + kDistance;
+    if (p < ahead.blocks) {
+      prefetch_block<NZ, kBlockBytes, _MM_HINT_T0>(ahead.column + p * kBlockBytes, group_stride);
+    } else if (ahead.next) {
+      prefetch_block<NZ, kBlockBytes, _MM_HINT_T0>(ahead.next + (p - ahead.blocks) * kBlockBytes, group_stride);
+    }
+    return;
+  }
+  const int64_t p = ahead.share.begin + (b >> ahead.share.shift);
+  if (p < ahead.share.end && (b & ((int64_t(1) << ahead.share.shift) - 1)) == 0)
+    prefetch_block<NZ, kBlockBytes, _MM_HINT_T1>(ahead.next + p * kBlockBytes, group_stride);
 }
 
 // The first group of each of a tile's NZ registers, so that every load is one base register plus the group
@@ -336,15 +368,16 @@ struct PackedBlock {
 };
 
 // The block's tokens for one tile column (NZ registers from `group`) in tiles of kNT, then one narrower tile;
-// the first tile streams the column's weights (Ahead).
+// the first tile streams the column's weights, the others request the next column's (Ahead). `next`: the first
+// block of the column this thread computes next, or null.
 template <typename Family, int NZ>
-void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind>& x, int64_t group) {
+void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind>& x, int64_t group, const uint8_t* next) {
   constexpr ZmmKind K = Family::kKind;
   constexpr int kNT = PackedBlock<K>::kNT;
   const int64_t nb = a.n_in / zmm_block_values<K>();
   const uint8_t* first = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
-  const uint8_t* next = a.w + static_cast<size_t>(group + 2 * NZ) * 8 * a.row_bytes;
-  auto ahead = [&](int64_t t) { return Ahead{first, next, nb, t == x.tb}; };
+  const int64_t n_tiles = (x.te - x.tb + kNT - 1) / kNT;
+  auto ahead = [&](int64_t t) { return tile_ahead(first, next, nb, (t - x.tb) / kNT, n_tiles); };
   const typename Family::Column column = Family::template column<NZ>(a, group);
   int64_t t = x.tb;
   for (; t + kNT <= x.te; t += kNT) Family::template tile<NZ, kNT>(a, x.tile(t), t, group, ahead(t), column);
@@ -370,9 +403,14 @@ void zmm_interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_en
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
     const PackedBlock<K> x(a, tb, te);
+    // The column after g's (NZ groups wide): the next in this block, else this thread's first in the next block.
+    auto next = [&](int64_t g, int64_t groups) -> const uint8_t* {
+      const int64_t n = g + groups < g_end ? g + groups : te < a.n_tokens ? row_begin / 8 : -1;
+      return n < 0 ? nullptr : a.w + static_cast<size_t>(n) * 8 * a.row_bytes;
+    };
     int64_t g = row_begin / 8;
-    for (; g + 4 <= g_end; g += 4) zmm_tile_column<Family, 2>(a, x, g);
-    for (; g + 2 <= g_end; g += 2) zmm_tile_column<Family, 1>(a, x, g);
+    for (; g + 4 <= g_end; g += 4) zmm_tile_column<Family, 2>(a, x, g, next(g, 4));
+    for (; g + 2 <= g_end; g += 2) zmm_tile_column<Family, 1>(a, x, g, next(g, 2));
     for (; g < g_end; ++g) {
       int64_t t = tb;
       for (; t + kInterleavedTileTokens <= te; t += kInterleavedTileTokens)

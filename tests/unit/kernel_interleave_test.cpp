@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "kernel_test_util.h"
+#include "kernels/column_shares.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
@@ -110,6 +111,30 @@ TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
 // Q6_K's interleaved block as interleave.h describes it, read byte by byte without the kernels: the 8 rows' fp16
 // d first, then 48 vectors of 6-bit values, 4 in 3 bytes, then the scales in 4-byte units. Each value is checked
 // against ggml's ql nibble and qh bit pair in the row's own block.
+// The later token tiles of a zmm tile column request the next column's blocks into L2 between them: every block
+// once, each within the tile's own blocks, whatever the column length and tile count.
+TEST(Interleave, LaterTilesRequestEveryBlockOfTheNextColumn) {
+  for (int64_t blocks : {1, 2, 3, 7, 8, 16, 63, 64, 65, 96, 176, 256}) {
+    for (int64_t n_tiles = 1; n_tiles <= 24; ++n_tiles) {
+      std::vector<int> requested(static_cast<size_t>(blocks), 0);
+      for (int64_t tile = 0; tile < n_tiles; ++tile) {
+        const kernels::ColumnShare share = kernels::column_share(blocks, tile, n_tiles);
+        if (tile == 0) {
+          EXPECT_EQ(share.end, share.begin) << "the first tile streams its own column";
+        }
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t p = share.begin + (b >> share.shift);
+          if (p < share.end && (b & ((int64_t(1) << share.shift) - 1)) == 0) ++requested[static_cast<size_t>(p)];
+        }
+      }
+      for (int64_t p = 0; p < blocks; ++p) {
+        EXPECT_EQ(requested[static_cast<size_t>(p)], n_tiles > 1 ? 1 : 0)
+            << "block " << p << " of " << blocks << ", " << n_tiles << " tiles";
+      }
+    }
+  }
+}
+
 TEST(Interleave, Q6KStoresFourValuesInThreeBytes) {
   constexpr size_t kBlock = 210;
   const int64_t n_out = 16, n_in = 256 * 2;
