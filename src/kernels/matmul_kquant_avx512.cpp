@@ -234,7 +234,8 @@ struct Q6_KZmmFamily : NoColumnState {
 // from memory, 2 threads, AMD Zen 4, microseconds, zmm against ymm): Q4_Kx8 at 4 tokens 570-643 against
 // 343-444, at 5 353-356 against 378-379, at 6 347-358 against 411-571, at 16 710-711 against 923-925; Q6_Kx8 at
 // 4 689-792 against 465-663, at 5 495-499 against 528-529, at 8 614-662 against 677-928, at 32 2078-2093
-// against 2224-2236. (Before the next-column requests, on Zen 5: Q4_K from 16 tokens, Q6_K from 32.)
+// against 2224-2236. Zen 5 has not been measured since the next-column requests: before them, its zmm tiles
+// were kept from 16 (Q4_K) and 32 (Q6_K) tokens, Q4_K's slower at 8 and fewer, Q6_K's no faster at 16-24.
 constexpr int64_t kZmmQ4KMinTokens = 5;
 constexpr int64_t kZmmQ6KMinTokens = 5;
 

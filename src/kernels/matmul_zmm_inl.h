@@ -137,31 +137,41 @@ void pack_tile(const MatmulArgs& a, int64_t t0, int nt, int32_t* q, float* scale
 // With several token tiles to a column, the first tile alone waits on memory while the later ones compute from
 // L2 with the memory idle: on a core whose int8 rate is about its share of the bandwidth's (Zen 4's
 // double-pumped 512-bit units), a 16-token step cost about the stream plus the later tiles' compute. So the
-// later tiles share out the next column among themselves, each requesting its share into L2 evenly over its
+// later tiles share out the next column among themselves, each requesting its share into L2 spread over its
 // blocks: the memory works while they compute, and the next column's first tile finds its weights in L2.
 // 5632x2048 products from memory, 2 threads, Zen 4, microseconds, with against without: Q8_0x8 at 16 tokens
 // 583-614 against 677-798, at 8 417-439 against 487-504; I8x8 at 16 469-484 against 621; Q4_0x8 at 16 529-544
 // against 569; 512 tokens 2-5 % less time; one tile per column (up to 6 tokens, Q8_0) unchanged.
 constexpr int kStreamAheadBytes = 3072;
 
+// The column a thread computes after the current one: its first block, and how many of its group streams exist
+// (a narrower column, or the thread's last groups, may follow a wider one).
+struct NextColumn {
+  const uint8_t* first = nullptr;  // null when this thread has none
+  int64_t groups = 0;
+};
+
 struct Ahead {
   const uint8_t* column = nullptr;  // this column's first block (the tile's first group)
-  const uint8_t* next = nullptr;    // the next column's first block; null when this thread has none
+  NextColumn next;
   int64_t blocks = 0;               // blocks per group in a column
   bool stream = false;              // the column's first token tile: it requests the weights ahead
+  bool stream_into_next = false;    // and, as the only tile, the next column's first blocks too
   ColumnShare share;                // a later tile: its share of the next column (column_shares.h)
 };
 
 // The Ahead of token tile `tile` of `n_tiles` in a column of `blocks` blocks per group stream.
-inline Ahead tile_ahead(const uint8_t* column, const uint8_t* next, int64_t blocks, int64_t tile, int64_t n_tiles) {
-  Ahead ahead{column, next, blocks, tile == 0, {}};
-  if (next) ahead.share = column_share(blocks, tile, n_tiles);
+inline Ahead tile_ahead(const uint8_t* column, NextColumn next, int64_t blocks, int64_t tile, int64_t n_tiles) {
+  Ahead ahead{column, next, blocks, tile == 0, tile == 0 && n_tiles == 1 && next.first, {}};
+  if (next.first) ahead.share = column_share(blocks, tile, n_tiles);
   return ahead;
 }
 
+// Requests one block of the first `groups` (at most 2·NZ) group streams from `at`.
 template <int NZ, int kBlockBytes, auto kHint>
-TESSERA_INLINE inline void prefetch_block(const uint8_t* at, size_t group_stride) {
+TESSERA_INLINE inline void prefetch_block(const uint8_t* at, size_t group_stride, int64_t groups = 2 * NZ) {
   static_for<2 * NZ>([&](auto g) TESSERA_INLINE {
+    if (g >= groups) return;
     static_for<(kBlockBytes + 63) / 64>([&](auto line) TESSERA_INLINE {
       _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * line), kHint);
     });
@@ -175,14 +185,14 @@ TESSERA_INLINE inline void prefetch_ahead(const Ahead& ahead, int64_t b, size_t 
     const int64_t p = b + kDistance;
     if (p < ahead.blocks) {
       prefetch_block<NZ, kBlockBytes, _MM_HINT_T0>(ahead.column + p * kBlockBytes, group_stride);
-    } else if (ahead.next) {
-      prefetch_block<NZ, kBlockBytes, _MM_HINT_T0>(ahead.next + (p - ahead.blocks) * kBlockBytes, group_stride);
+    } else if (ahead.stream_into_next) {
+      prefetch_block<NZ, kBlockBytes, _MM_HINT_T0>(ahead.next.first + (p - ahead.blocks) * kBlockBytes, group_stride,
+                                                   ahead.next.groups);
     }
     return;
   }
-  const int64_t p = ahead.share.begin + (b >> ahead.share.shift);
-  if (p < ahead.share.end && (b & ((int64_t(1) << ahead.share.shift) - 1)) == 0)
-    prefetch_block<NZ, kBlockBytes, _MM_HINT_T1>(ahead.next + p * kBlockBytes, group_stride);
+  const int64_t p = share_block(ahead.share, b);
+  if (p >= 0) prefetch_block<NZ, kBlockBytes, _MM_HINT_T1>(ahead.next.first + p * kBlockBytes, group_stride, ahead.next.groups);
 }
 
 // The first group of each of a tile's NZ registers, so that every load is one base register plus the group
@@ -368,10 +378,10 @@ struct PackedBlock {
 };
 
 // The block's tokens for one tile column (NZ registers from `group`) in tiles of kNT, then one narrower tile;
-// the first tile streams the column's weights, the others request the next column's (Ahead). `next`: the first
-// block of the column this thread computes next, or null.
+// the first tile streams the column's weights, the others request the next column's (Ahead). `next`: the column
+// this thread computes next.
 template <typename Family, int NZ>
-void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind>& x, int64_t group, const uint8_t* next) {
+void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind>& x, int64_t group, NextColumn next) {
   constexpr ZmmKind K = Family::kKind;
   constexpr int kNT = PackedBlock<K>::kNT;
   const int64_t nb = a.n_in / zmm_block_values<K>();
@@ -403,10 +413,12 @@ void zmm_interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_en
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
     const PackedBlock<K> x(a, tb, te);
-    // The column after g's (NZ groups wide): the next in this block, else this thread's first in the next block.
-    auto next = [&](int64_t g, int64_t groups) -> const uint8_t* {
+    // The column after g's (`groups` wide): the next in this block, else this thread's first in the next block;
+    // never a group past the thread's last.
+    auto next = [&](int64_t g, int64_t groups) -> NextColumn {
       const int64_t n = g + groups < g_end ? g + groups : te < a.n_tokens ? row_begin / 8 : -1;
-      return n < 0 ? nullptr : a.w + static_cast<size_t>(n) * 8 * a.row_bytes;
+      if (n < 0) return {};
+      return {a.w + static_cast<size_t>(n) * 8 * a.row_bytes, g_end - n};
     };
     int64_t g = row_begin / 8;
     for (; g + 4 <= g_end; g += 4) zmm_tile_column<Family, 2>(a, x, g, next(g, 4));

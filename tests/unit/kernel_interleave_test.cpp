@@ -108,9 +108,6 @@ TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
   EXPECT_FALSE(can_interleave(with_outliers.view));
 }
 
-// Q6_K's interleaved block as interleave.h describes it, read byte by byte without the kernels: the 8 rows' fp16
-// d first, then 48 vectors of 6-bit values, 4 in 3 bytes, then the scales in 4-byte units. Each value is checked
-// against ggml's ql nibble and qh bit pair in the row's own block.
 // The later token tiles of a zmm tile column request the next column's blocks into L2 between them: every block
 // once, each within the tile's own blocks, whatever the column length and tile count.
 TEST(Interleave, LaterTilesRequestEveryBlockOfTheNextColumn) {
@@ -123,8 +120,8 @@ TEST(Interleave, LaterTilesRequestEveryBlockOfTheNextColumn) {
           EXPECT_EQ(share.end, share.begin) << "the first tile streams its own column";
         }
         for (int64_t b = 0; b < blocks; ++b) {
-          const int64_t p = share.begin + (b >> share.shift);
-          if (p < share.end && (b & ((int64_t(1) << share.shift) - 1)) == 0) ++requested[static_cast<size_t>(p)];
+          const int64_t p = kernels::share_block(share, b);
+          if (p >= 0) ++requested[static_cast<size_t>(p)];
         }
       }
       for (int64_t p = 0; p < blocks; ++p) {
@@ -135,6 +132,9 @@ TEST(Interleave, LaterTilesRequestEveryBlockOfTheNextColumn) {
   }
 }
 
+// Q6_K's interleaved block as interleave.h describes it, read byte by byte without the kernels: the 8 rows' fp16
+// d first, then 48 vectors of 6-bit values, 4 in 3 bytes, then the scales in 4-byte units. Each value is checked
+// against ggml's ql nibble and qh bit pair in the row's own block.
 TEST(Interleave, Q6KStoresFourValuesInThreeBytes) {
   constexpr size_t kBlock = 210;
   const int64_t n_out = 16, n_in = 256 * 2;
@@ -192,7 +192,7 @@ TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
 // with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
 TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   // Panels: 672 values run in two chunks of k (512 + 160) from 5 tokens on, and 1-4 tokens read in place.
-  // Batches of 16 and 17 take Q4_Kx8's 512-bit tiles (matmul_kquant_avx512.cpp), 17 with a 1-token tile left over.
+  // Batches from 5 tokens take the K-quants' 512-bit tiles (matmul_kquant_avx512.cpp), with 1-3-token tiles left over.
   const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 5 : 32 * 21, n_max = 17;
   const int64_t n_out = is_panel(GetParam()) ? kPanelRows * 9 : 8 * 37;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 5);
@@ -232,7 +232,7 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
   }
 }
 
-// Batches wide enough for every 512-bit tile (Q6_Kx8's from 32 tokens; the others from fewer): 43 tokens leave
+// Batches wide enough for every 512-bit tile and several token tiles per column: 43 tokens leave
 // a narrower last tile whatever the tile width (4, 6 or 8 tokens), and 5 groups or panels an odd one out, which
 // the 512-bit drivers hand to their 256-bit tiles. Each token meets the reference bound and gets the bits it
 // gets alone, with 1 and 2 threads.
