@@ -192,7 +192,10 @@ TESSERA_INLINE inline void prefetch_ahead(const Ahead& ahead, int64_t b, size_t 
     return;
   }
   const int64_t p = share_block(ahead.share, b);
-  if (p >= 0) prefetch_block<NZ, kBlockBytes, _MM_HINT_T1>(ahead.next.first + p * kBlockBytes, group_stride, ahead.next.groups);
+  if (p >= 0) {
+    prefetch_block<NZ, kBlockBytes, _MM_HINT_T1>(ahead.next.first + p * kBlockBytes, group_stride,
+                                                 ahead.next.groups);
+  }
 }
 
 // The first group of each of a tile's NZ registers, so that every load is one base register plus the group

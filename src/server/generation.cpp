@@ -100,9 +100,10 @@ void replay(const ServingContext& ctx, std::shared_ptr<Responder> responder, con
   if (!request.stream) {
     size_t text_bytes = 0;
     for (const ChoiceResult& c : hit->choices) text_bytes += c.text.size();
-    send_built_json(ctx, std::move(responder), large_body(request, text_bytes), [header, hit, usage, logprobs = request.logprobs] {
+    auto build = [header, hit, usage, logprobs = request.logprobs] {
       return response_json(header, hit->choices, usage, logprobs);
-    }, std::move(extra));
+    };
+    send_built_json(ctx, std::move(responder), large_body(request, text_bytes), std::move(build), std::move(extra));
     return;
   }
   responder->start_stream(200, "text/event-stream", extra);
