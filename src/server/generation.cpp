@@ -38,9 +38,12 @@ void finish_stream(Responder& responder, const ResponseHeader& header, const Api
   responder.end_stream();
 }
 
-bool large_body(const ApiRequest& request, size_t text_bytes) {
+bool large_body(const ApiRequest& request, const std::vector<ChoiceResult>& choices) {
+  if (request.logprobs || request.prompt_logprobs >= 0) return true;
   // Texts past 256 KiB take about a millisecond to escape and serialize.
-  return request.logprobs || request.prompt_logprobs >= 0 || text_bytes > (256 << 10);
+  size_t text_bytes = 0;
+  for (const ChoiceResult& c : choices) text_bytes += c.text.size();
+  return text_bytes > (256 << 10);
 }
 
 void send_built_json(const ServingContext& ctx, std::shared_ptr<Responder> responder, bool large, BodyBuilder build,
@@ -98,12 +101,10 @@ void replay(const ServingContext& ctx, std::shared_ptr<Responder> responder, con
   for (const ChoiceResult& c : hit->choices) usage.completion_tokens += c.n_generated;
   Headers extra = {{"X-Tessera-Cache", "hit"}};
   if (!request.stream) {
-    size_t text_bytes = 0;
-    for (const ChoiceResult& c : hit->choices) text_bytes += c.text.size();
     auto build = [header, hit, usage, logprobs = request.logprobs] {
       return response_json(header, hit->choices, usage, logprobs);
     };
-    send_built_json(ctx, std::move(responder), large_body(request, text_bytes), std::move(build), std::move(extra));
+    send_built_json(ctx, std::move(responder), large_body(request, hit->choices), std::move(build), std::move(extra));
     return;
   }
   responder->start_stream(200, "text/event-stream", extra);
@@ -554,11 +555,7 @@ void Generation::respond() {
     return;
   }
   std::vector<ChoiceResult> results;
-  size_t text_bytes = 0;
-  for (Choice& c : choices_) {
-    text_bytes += c.result.text.size();
-    results.push_back(std::move(c.result));
-  }
+  for (Choice& c : choices_) results.push_back(std::move(c.result));
   // vLLM's places for prompt_logprobs: each completion choice carries its prompt's list; a chat response its one
   // prompt's.
   std::vector<std::vector<PositionLogprobs>> positions;
@@ -567,7 +564,8 @@ void Generation::respond() {
     for (PromptState& p : prompts_) positions.push_back(std::move(p.positions));
     for (const Choice& c : choices_) choice_prompt.push_back(c.prompt);
   }
-  send_built_json(ctx_, responder_, large_body(request_, text_bytes),
+  const bool large = large_body(request_, results);
+  send_built_json(ctx_, responder_, large,
                   [header = header_, results = std::move(results), usage, logprobs = request_.logprobs,
                    top = request_.prompt_logprobs, positions = std::move(positions),
                    choice_prompt = std::move(choice_prompt), &tokenizer = ctx_.tokenizer] {

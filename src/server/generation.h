@@ -63,12 +63,13 @@ struct ChoiceTail {
 // The end of a stream that went well: each choice's finish chunk, the usage chunk when asked, [DONE].
 void finish_stream(Responder& responder, const ResponseHeader& header, const ApiRequest& request,
                    const std::vector<ChoiceTail>& tails, const Usage& usage);
-// A 200 whose body `build` makes. A large one (logprob lists, long texts) is built and serialized on the body
-// builder's thread, then sent from the io thread: such a body can take seconds, and the io thread serves every
-// other connection meanwhile (and the request workers every new request). The response counts as in flight
-// until its bytes reach the connection.
-// Large: with logprob lists (logprobs, prompt_logprobs), or texts over 256 KiB.
-bool large_body(const ApiRequest& request, size_t text_bytes);
+// Whether a complete response is built off the io thread: with logprob lists (logprobs, prompt_logprobs), or
+// texts over 256 KiB.
+bool large_body(const ApiRequest& request, const std::vector<ChoiceResult>& choices);
+// A 200 whose body `build` makes. A large one is built and serialized on the body builder's thread, then sent
+// from the io thread: such a body can take seconds, and the io thread serves every other connection meanwhile
+// (and the request workers every new request). The response counts as in flight until its bytes reach the
+// connection.
 using BodyBuilder = std::function<nlohmann::json()>;
 void send_built_json(const ServingContext& ctx, std::shared_ptr<Responder> responder, bool large, BodyBuilder build,
                      Headers extra = {});

@@ -337,10 +337,11 @@ TEST(ServiceIoThread, TheHandlerLeavesTheRequestsCpuWorkToTheWorkers) {
   }
 }
 
-// A complete response with logprob lists can take seconds to build and serialize: it is built on a request
-// worker and sent from the io thread (here the test thread), and it stays in flight until then. A small one is
-// built in place; with the workers' queue full, a large one is too (a finished generation is never refused).
-TEST(ServiceIoThread, LargeResponseBodiesAreBuiltOnTheWorkers) {
+// A complete response with logprob lists can take seconds to build and serialize: it is built on the body
+// builder's thread and sent from the io thread (here the test thread), and it stays in flight until then. A small
+// one is built in place; with the builder's queue full, a large one is too (a finished generation is never
+// refused).
+TEST(ServiceIoThread, LargeResponseBodiesAreBuiltOffTheIoThread) {
   boost::asio::io_context ioc;
   auto guard = boost::asio::make_work_guard(ioc);
   auto engine = std::make_shared<Engine>(model(), small_engine());
@@ -349,7 +350,7 @@ TEST(ServiceIoThread, LargeResponseBodiesAreBuiltOnTheWorkers) {
   Gateway gateway(options, metrics);
   Lifecycle lifecycle(engine, nullptr, 1000ms, metrics);
   const ToolCallFormat tools;
-  RequestWorkers workers(1, 4), full(1, 0);
+  RequestWorkers builder(1, 4), full(1, 0);
   const auto io_thread = std::this_thread::get_id();
   auto send = [&](RequestWorkers& pool, bool large, bool fail = false) {
     const ServingContext ctx{ioc, metrics, gateway, lifecycle, model()->tokenizer(), tools, pool};
@@ -368,18 +369,18 @@ TEST(ServiceIoThread, LargeResponseBodiesAreBuiltOnTheWorkers) {
     EXPECT_EQ(lifecycle.n_in_flight(), 0);
     return std::pair{responder, built_on};
   };
-  const auto [large, large_thread] = send(workers, true);
+  const auto [large, large_thread] = send(builder, true);
   EXPECT_EQ(large->status, 200);
   EXPECT_EQ(large->body_json()["object"], "text_completion");
   EXPECT_NE(large_thread, io_thread);
   const auto [inline_, inline_thread] = send(full, true);
   EXPECT_EQ(inline_->status, 200);
   EXPECT_EQ(inline_thread, io_thread);
-  const auto [failed, failed_thread] = send(workers, true, true);
+  const auto [failed, failed_thread] = send(builder, true, true);
   EXPECT_EQ(failed->status, 500);
   EXPECT_NE(failed_thread, io_thread);
 
-  const ServingContext ctx{ioc, metrics, gateway, lifecycle, model()->tokenizer(), tools, workers};
+  const ServingContext ctx{ioc, metrics, gateway, lifecycle, model()->tokenizer(), tools, builder};
   auto small = std::make_shared<FakeResponder>();
   std::thread::id small_thread;
   send_built_json(ctx, small, false, [&small_thread]() -> json {
@@ -390,13 +391,17 @@ TEST(ServiceIoThread, LargeResponseBodiesAreBuiltOnTheWorkers) {
   EXPECT_EQ(small_thread, io_thread);
 
   ApiRequest request;
-  EXPECT_FALSE(large_body(request, 1000));
-  EXPECT_TRUE(large_body(request, 1 << 20));
+  std::vector<ChoiceResult> choices(2);
+  choices[0].text = std::string(1000, 'a');
+  EXPECT_FALSE(large_body(request, choices));
+  choices[1].text = std::string(1 << 20, 'b');
+  EXPECT_TRUE(large_body(request, choices));
+  choices[1].text.clear();
   request.logprobs = true;
-  EXPECT_TRUE(large_body(request, 0));
+  EXPECT_TRUE(large_body(request, choices));
   request.logprobs = false;
   request.prompt_logprobs = 0;
-  EXPECT_TRUE(large_body(request, 0));
+  EXPECT_TRUE(large_body(request, choices));
 }
 
 // A cached answer with logprobs (a large body, built off the io thread) comes back as the generation sent it.
