@@ -121,9 +121,12 @@ struct ZmmBytes {
   static V srli16(V a) { return _mm512_srli_epi16(a, k); }
 };
 
-// Q6_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens: tile_q6_kx8's operations on registers twice as
-// wide (vpmaddubsw and vpmaddwd by the sub-block scales, exact int16/int32 as there; with the scales applied per
-// 16 values in the integer step, dpbusd would save nothing).
+// Q6_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens. Per 16-value sub-block k, four dpbusd (values
+// q in [0, 63] unsigned, the token's 4 activation bytes broadcast) sum its 16 products per row into int32, and one
+// vpmulld by the row's sc_k adds it to the block's sum: 6 instructions where tile_q6_kx8's int16 route (two
+// vpmaddubsw, an int16 add, vpmaddwd by the scale pair, an int32 add per 8 values) takes 10. The sums are the
+// same exact integers (at most 16·63·128 before the scale, 32·|Σ| after it fits int32 as there), then the −32
+// offset and the float step in tile_q6_kx8's order: the same bits as the 256-bit tiles.
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
                                                         int64_t group, const Ahead ahead) {
@@ -132,8 +135,6 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
   const size_t gs = 8 * a.row_bytes;
   const uint8_t* wz[NZ];
   register_groups<NZ>(a, group, wz);
-  // Each 32-bit lane's low int16 copied to its high one: a row's scale for both halves of a vpmaddwd pair.
-  const __m512i dup16 = _mm512_set4_epi32(0x0d0c0d0c, 0x09080908, 0x05040504, 0x01000100);
   __m512 acc[NZ][NT];
   zero_tile(acc);
   for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -141,19 +142,20 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
     prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
     __m512 d[NZ];
-    alignas(64) __m512i sc_pair[NZ][16], offset_pair[NZ][8];
+    alignas(64) __m512i sc32[NZ][16], offset_pair[NZ][8];
     static_for<NZ>([&](auto z) TESSERA_INLINE {
       const uint8_t* gz = blk[z];
       d[z] = load_group_pair_scales(gz, gs);
       const uint8_t* scales = gz + 16 + 48 * 32;  // after the 8 fp16 d and 48 packed value vectors
       static_for<4>([&](auto k) TESSERA_INLINE {
+        // Byte 4l + i of v: row l's scale of sub-block 4k + i, sign-extended into lane l.
         const __m512i v = load_group_pair(scales + 32 * k, gs);
-        __m512i sc32[4];
-        static_for<4>([&](auto i) TESSERA_INLINE { sc32[i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24); });
-        static_for<4>([&](auto i) TESSERA_INLINE { sc_pair[z][4 * k + i] = _mm512_shuffle_epi8(sc32[i], dup16); });
+        static_for<4>([&](auto i) TESSERA_INLINE {
+          sc32[z][4 * k + i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
+        });
         static_for<2>([&](auto i) TESSERA_INLINE {
-          offset_pair[z][2 * k + i] =
-              _mm512_mask_blend_epi16(0xaaaaaaaa, sc32[2 * i], _mm512_slli_epi32(sc32[2 * i + 1], 16));
+          offset_pair[z][2 * k + i] = _mm512_mask_blend_epi16(0xaaaaaaaa, sc32[z][4 * k + 2 * i],
+                                                              _mm512_slli_epi32(sc32[z][4 * k + 2 * i + 1], 16));
         });
       });
     });
@@ -165,24 +167,23 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
       static_for<NZ>([&](auto z) TESSERA_INLINE {
         static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
       });
-      static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block 2b + half: value vectors 4k..4k + 3
-        constexpr int k = 2 * b + decltype(half)::value;
+      static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block k = 2b + half: value vectors 4k..4k + 3
+        constexpr int h = decltype(half)::value;
+        constexpr int k = 2 * b + h;
         __m512i q[NZ][4];
         static_for<NZ>([&](auto z) TESSERA_INLINE {
           const uint8_t* p = blk[z] + 16 + 3 * 32 * k;
           const __m512i packed[3] = {load_group_pair(p, gs), load_group_pair(p + 32, gs), load_group_pair(p + 64, gs)};
           q6_kx8_decode4<ZmmBytes>(packed, q[z]);
         });
-        static_for<2>([&](auto h) TESSERA_INLINE {  // q6_kx8_block's vector pairs: unit pair up of block b
-          constexpr int up = 2 * decltype(half)::value + decltype(h)::value;
-          static_for<NT>([&](auto t) TESSERA_INLINE {
-            const __m512i x0 = _mm512_set1_epi32(xb[2 * up * NT + t]), x1 = _mm512_set1_epi32(xb[(2 * up + 1) * NT + t]);
-            static_for<NZ>([&](auto z) TESSERA_INLINE {
-              const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(q[z][2 * h], x0),
-                                                   _mm512_maddubs_epi16(q[z][2 * h + 1], x1));
-              s32[z][t] = _mm512_add_epi32(s32[z][t], _mm512_madd_epi16(s16, sc_pair[z][k]));
-              keep_in_zmm(s32[z][t]);
-            });
+        static_for<NT>([&](auto t) TESSERA_INLINE {
+          __m512i xv[4];
+          static_for<4>([&](auto u) TESSERA_INLINE { xv[u] = _mm512_set1_epi32(xb[(4 * h + u) * NT + t]); });
+          static_for<NZ>([&](auto z) TESSERA_INLINE {
+            __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[z][0], xv[0]);
+            static_for<3>([&](auto u) TESSERA_INLINE { dot = _mm512_dpbusd_epi32(dot, q[z][u + 1], xv[u + 1]); });
+            s32[z][t] = _mm512_add_epi32(s32[z][t], _mm512_mullo_epi32(dot, sc32[z][k]));
+            keep_in_zmm(s32[z][t]);
           });
         });
       });
