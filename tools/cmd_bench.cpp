@@ -181,7 +181,11 @@ int bench(const BenchOptions& o) {
   const double decode_gbs = double(weight_bytes) * decode[1].tokens_per_s * 1e-9;
   const double prefill_gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[512].tokens_per_s * 1e-9;
   const bool int8 = computes_in_int8(type);
-  const double peak = int8 ? int8_peak : fp32_peak;
+  // BF16 weights with --bf16-products on a CPU that has them multiply at the bf16 dot-product rate.
+  const bool bf16 = !int8 && has_bf16_peak() && model->n_bf16_product_matrices() > 0 &&
+                    active_isa() >= Isa::Avx512Bf16;
+  const double peak = int8 ? int8_peak : bf16 ? peaks.bf16_gflops.best() : fp32_peak;
+  const char* peak_kind = int8 ? "int8" : bf16 ? "bf16" : "fp32";
   const double bandwidth_ratio = decode_gbs / bandwidth;
   const double peak_ratio = prefill_gops / peak;
   const double speedup16 = decode[16].tokens_per_s / decode[1].tokens_per_s;
@@ -198,6 +202,7 @@ int bench(const BenchOptions& o) {
   r["threads"] = pool.size();
   r["kv_type"] = kv_type_name(o.kv_type);
   if (o.load.int8_threshold > 0.0f) r["int8_threshold"] = o.load.int8_threshold;
+  if (o.load.bf16_products) r["bf16_products"] = true;
   r["isa"] = std::string(isa_name(kernel_isa(active_isa())));
   r["cpu"] = cpu_model_name();
   r["bandwidth_gbs"] = bandwidth;
@@ -223,8 +228,8 @@ int bench(const BenchOptions& o) {
   r["decode_weight_gbs"] = decode_gbs;
   r["prefill_peak_ratio"] = peak_ratio;
   r["prefill_gops"] = prefill_gops;
-  r["prefill_peak_kind"] = int8 ? "int8" : "fp32";
-  r["prefill_product_peak_ratio"] = prefill_gops / (int8 ? int8_product_peak : fp32_peak);
+  r["prefill_peak_kind"] = peak_kind;
+  r["prefill_product_peak_ratio"] = prefill_gops / (int8 ? int8_product_peak : peak);
   r["batch16_speedup"] = speedup16;
   r["batch16_speedup_roofline_bound"] = speedup16_bound;
   r["batch16_bound_ratio"] = speedup16 / speedup16_bound;
@@ -271,7 +276,7 @@ int bench(const BenchOptions& o) {
   for (int64_t n : kPrefillLengths) {
     const double gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[n].tokens_per_s * 1e-9;
     std::printf("%-34s %12.1f %.1f GOP/s = %.0f%% of %s peak", fmt::format("prefill {} tokens", n).c_str(),
-                prefill[n].tokens_per_s, gops, 100 * gops / peak, int8 ? "int8" : "fp32");
+                prefill[n].tokens_per_s, gops, 100 * gops / peak, peak_kind);
     if (int8) std::printf(", %.0f%% of byte-product peak", 100 * gops / int8_product_peak);
     std::printf("\n");
   }
@@ -308,6 +313,7 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--type", o->type, "weight type with --preset: " + weight_type_names())
       ->needs(preset);
   cmd->add_option("--group", o->group, "INT4 group size with --preset --type int4: 32 or 128")->capture_default_str();
+  add_bf16_products_option(cmd, o->load.bf16_products);
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   model->excludes(preset);
   cmd->add_option("--seed", o->seed, "random seed of the synthetic weights")->capture_default_str();

@@ -75,6 +75,7 @@ void add_perplexity_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--chunks", o->chunks, "at most this many windows (0: all)")->default_val(0);
   cmd->add_option("-t,--threads", o->threads, "threads (0: all cores)")->default_val(0);
   cmd->add_flag("--json", o->json, "print JSON");
+  add_bf16_products_option(cmd, o->load.bf16_products);
   add_int8_threshold_option(cmd, o->load.int8_threshold)->description(
       "INT8 weights of the model under test (not the reference): per token, activations with |x| above this are "
       "multiplied in fp32, the rest in int8 (LLM.int8(); 0: off)");

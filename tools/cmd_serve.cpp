@@ -175,6 +175,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("--fallback-model", o->fallback_path,
                   "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy)");
+  add_bf16_products_option(cmd, o->load.bf16_products);
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   cmd->add_option("--served-model-name", o->served_name, "model id for the API (default: the file name)");
   cmd->add_option("--chat-template", o->chat_template_path,

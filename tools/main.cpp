@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/memory_info.h"
 #include "engine/kv_sizing.h"
@@ -41,9 +42,23 @@ CLI::Option* add_int8_threshold_option(CLI::App* cmd, float& target) {
       ->capture_default_str();
 }
 
+CLI::Option* add_bf16_products_option(CLI::App* cmd, bool& target) {
+  return cmd->add_flag("--bf16-products", target,
+                       "BF16 and F16 weights: round activations (and F16 weights) to bf16 and multiply with "
+                       "AVX-512 BF16's vdpbf16ps, twice the fp32 rate; without it they multiply fp32 activations "
+                       "exactly. No effect without AVX-512 BF16");
+}
+
 void note_unused_load_options(const Model& model, const LoadOptions& options) {
   if (options.int8_threshold > 0.0f && model.n_int8_matrices() == 0) {
     std::fprintf(stderr, "note: --int8-threshold has no effect: %s has no INT8 (I8) weights\n", model.name().c_str());
+  }
+  if (options.bf16_products && active_isa() < Isa::Avx512Bf16) {
+    std::fprintf(stderr, "note: --bf16-products has no effect: the kernels run at %s, without AVX-512 BF16\n",
+                 std::string(isa_name(active_isa())).c_str());
+  } else if (options.bf16_products && model.n_bf16_product_matrices() == 0) {
+    std::fprintf(stderr, "note: --bf16-products has no effect: %s has no BF16 or F16 weights in panels\n",
+                 model.name().c_str());
   }
 }
 

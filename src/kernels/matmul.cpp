@@ -117,13 +117,32 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 
 namespace {
 
-// How a weight type wants its activations: fp32 as they are, int8 with one scale per token (I8), or int8 in
-// blocks of 32 (the GGUF block types).
-enum class ActKind { Float, PerRow, Block32 };
+// How a matrix wants its activations: fp32 as they are, int8 with one scale per token (I8), int8 in blocks of 32
+// (the GGUF block types), or rounded to bf16 (BF16 panels with bf16 products, where the CPU has AVX-512 BF16).
+enum class ActKind { Float, PerRow, Block32, Bf16 };
 
-ActKind act_kind(KernelType type) {
+// Whether w takes the bf16 products at `isa` (not capped to the kernel level: they need AVX-512 BF16).
+bool takes_bf16_products(const WeightMatrix& w, KernelType type, Isa isa) {
+  return type == KernelType::BF16x32 && w.bf16_products && isa >= Isa::Avx512Bf16;
+}
+
+ActKind act_kind(const WeightMatrix& w, KernelType type, Isa isa) {
+  if (takes_bf16_products(w, type, isa)) return ActKind::Bf16;
   if (is_float_type(type)) return ActKind::Float;
   return type == KernelType::I8 || type == KernelType::I8x8 ? ActKind::PerRow : ActKind::Block32;
+}
+
+// x rounded to bf16 pairs (MatmulArgs::x_bf16) into this thread's scratch.
+const uint32_t* round_shared_bf16(const float* x, int64_t n_in, int64_t n_tokens, ThreadPool& pool) {
+  thread_local std::vector<uint32_t> pairs;
+  uint32_t* out = grow(pairs, static_cast<size_t>(n_tokens * ((n_in + 1) / 2)));
+  auto round = [&](int64_t begin, int64_t end) { kernels::avx512::round_to_bf16(x, n_in, begin, end, out); };
+  if (n_tokens * n_in >= (int64_t{1} << 16) && pool.size() > 1) {
+    pool.parallel_for(n_tokens, round);
+  } else {
+    round(0, n_tokens);
+  }
+  return out;
 }
 
 // Matrices that take the fast path: a kernel type at a vector ISA level; not INT4, nor FP8 in rows
@@ -148,7 +167,7 @@ bool shares_int4_input(std::span<const MatmulTarget> targets) {
 // (int8_outliers.h).
 kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_in, int64_t n_tokens,
                                        float outlier_threshold, kernels::QuantizeActsFn quant_fn, ThreadPool& pool) {
-  if (kind == ActKind::Float) return {};
+  if (kind == ActKind::Float || kind == ActKind::Bf16) return {};
   thread_local ActScratch scratch;
   const bool per_row = kind == ActKind::PerRow;
   const size_t nt = static_cast<size_t>(n_tokens);
@@ -193,7 +212,8 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
 void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
                          Isa isa) {
   if (n_tokens <= 0 || targets.empty()) return;
-  const Isa level = kernel_isa(isa < detected_isa() ? isa : detected_isa());
+  const Isa capped = isa < detected_isa() ? isa : detected_isa();
+  const Isa level = kernel_isa(capped);
   // One parallel region for all targets needs one kernel path and one activation format (INT4 has its own);
   // anything else (FP8, the scalar level, mixed types such as a Q6_K value projection beside Q4_K q and k) runs
   // the targets one by one.
@@ -202,7 +222,8 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   int64_t unit = 1;
   for (const MatmulTarget& t : targets) {
     KernelType type{};
-    shared = shared && has_fast_kernel(*t.w, level, &type) && act_kind(type) == act_kind(first_type) &&
+    shared = shared && has_fast_kernel(*t.w, level, &type) &&
+             act_kind(*t.w, type, capped) == act_kind(*targets[0].w, first_type, capped) &&
              t.w->n_in == targets[0].w->n_in && t.w->outlier_threshold == targets[0].w->outlier_threshold;
     unit = std::max(unit, row_unit(t.w->layout));
   }
@@ -233,8 +254,10 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   const bool avx512 = level == Isa::Avx512Vnni;
   const kernels::QuantizeActsFn quant_fn = avx512 ? kernels::avx512::quantize_acts : kernels::avx2::quantize_acts;
   const int64_t n_in = targets[0].w->n_in;
-  const kernels::QuantizedActs xq = quantize_shared(act_kind(first_type), x, n_in, n_tokens,
-                                                    targets[0].w->outlier_threshold, quant_fn, pool);
+  const ActKind kind = act_kind(*targets[0].w, first_type, capped);
+  const kernels::QuantizedActs xq = quantize_shared(kind, x, n_in, n_tokens, targets[0].w->outlier_threshold,
+                                                    quant_fn, pool);
+  const uint32_t* x_bf16 = kind == ActKind::Bf16 ? round_shared_bf16(x, n_in, n_tokens, pool) : nullptr;
 
   // At most three targets in practice (q, k, v); a small fixed array keeps the call free of heap allocation.
   constexpr size_t kMaxTargets = 8;
@@ -250,7 +273,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
     TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8 && type != KernelType::FP8x32) ||
                   w.row_scales != nullptr);
-    rows_fn[j] = rows_kernel(type, avx512);
+    rows_fn[j] = kind == ActKind::Bf16 ? kernels::avx512::matmul_bf16_products_rows : rows_kernel(type, avx512);
     kernels::MatmulArgs& a = args[j];
     a.type = type;
     a.n_in = n_in;
@@ -259,6 +282,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     a.row_bytes = w.row_bytes;
     a.row_scales = w.row_scales;
     a.x = x;
+    a.x_bf16 = x_bf16;
     a.xq = xq;
     a.n_tokens = n_tokens;
     a.y = targets[j].y;

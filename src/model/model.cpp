@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/huge_pages.h"
@@ -356,21 +357,55 @@ void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool flo
   if (done.count(w.token_embd.data) != 0) w.token_embd.layout = interleaved_layout(w.token_embd.type);
 }
 
+namespace {
+
+// F16 matrices in panels, rounded in place to BF16 (to nearest even: 8 significant bits of 11) so that they take
+// the bf16 products too; a view sharing their bytes (a tied embedding) takes the new type.
+void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite) {
+  std::unordered_set<const uint8_t*> done;
+  for_each_linear(w, [&](WeightMatrix& m) {
+    if (m.type != TensorType::F16 || m.layout != WeightLayout::Panel32) return;
+    if (done.count(m.data) == 0) {
+      const size_t n = size_t(m.n_out) * size_t(m.n_in);
+      const auto round = [&](uint8_t* p) {
+        for (size_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, p + 2 * i, 2);
+          h = fp32_to_bf16(fp16_to_fp32(h));
+          std::memcpy(p + 2 * i, &h, 2);
+        }
+      };
+      if (!rewrite(m.data, size_t(m.n_out) * m.row_bytes, round)) return;
+      done.insert(m.data);
+    }
+    m.type = TensorType::BF16;
+  });
+  if (done.count(w.token_embd.data) != 0) w.token_embd.type = TensorType::BF16;
+}
+
+}  // namespace
+
 void Model::apply(const LoadOptions& options) {
   check_int8_threshold(options.int8_threshold);
   if (options.interleave_rows && file_ != nullptr) {
     const bool all_private = streamed_weights_may_be_private(weights_);
     move_streamed_weights_to_huge_pages(weights_, *file_, all_private);
-    interleave_weights(
-        weights_,
-        [&](const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn) {
-          return file_->rewrite_private(data, n, fn);
-        },
-        all_private);
+    const WeightRewriter rewrite = [&](const uint8_t* data, size_t n, const std::function<void(uint8_t*)>& fn) {
+      return file_->rewrite_private(data, n, fn);
+    };
+    interleave_weights(weights_, rewrite, all_private);
+    if (options.bf16_products && active_isa() >= Isa::Avx512Bf16) round_f16_panels_to_bf16(weights_, rewrite);
   }
   for_each_linear(weights_, [&](WeightMatrix& m) {
     if (m.type == TensorType::I8) m.outlier_threshold = options.int8_threshold;
+    m.bf16_products = options.bf16_products && m.type == TensorType::BF16 && m.layout == WeightLayout::Panel32;
   });
+}
+
+int64_t Model::n_bf16_product_matrices() const {
+  int64_t n = 0;
+  for_each_linear(weights_, [&](const WeightMatrix& m) { n += m.bf16_products; });
+  return n;
 }
 
 int64_t Model::n_int8_matrices() const {

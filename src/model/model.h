@@ -44,6 +44,12 @@ struct LoadOptions {
   // not changed. So are F32, F16 and BF16 matrices while all streamed weights fit in half the memory available.
   // Their whole 2 MiB stretches move to huge pages on the way (MappedFile::rewrite_private).
   bool interleave_rows = true;
+  // BF16 matrices rewritten into panels (above) multiply with activations rounded to bf16 on AVX-512 BF16's
+  // vdpbf16ps, twice the fp32 FMA rate, as llama.cpp computes BF16 weights; off, they take fp32 activations
+  // exactly (WeightMatrix::bf16_products). F16 matrices in panels are rounded to BF16 first (8 significant
+  // bits of their 11, as ik_llama.cpp's run-time repacking does), where the CPU has AVX-512 BF16. No effect on
+  // other weight types, on matrices left in rows, or on CPUs without AVX-512 BF16.
+  bool bf16_products = false;
 };
 
 // Runs fn on writable bytes [data, data + n) and returns true, or returns false when they cannot be changed.
@@ -76,7 +82,10 @@ class Model {
   const gguf::File* file() const { return file_.get(); }  // null for from_parts
   const std::string& name() const { return name_; }
   uint64_t weight_bytes() const;  // bytes of all tensors the forward pass reads
-  int64_t n_int8_matrices() const;  // I8 matrices the forward pass multiplies with (what int8_threshold affects)
+  int64_t n_int8_matrices() const;
+  // BF16 matrices marked for bf16 products (LoadOptions::bf16_products; they take them where the CPU has
+  // AVX-512 BF16).
+  int64_t n_bf16_product_matrices() const;  // I8 matrices the forward pass multiplies with (what int8_threshold affects)
   // What the model's authors recommend for sampling (general.sampling.*, from generation_config.json).
   const SamplingDefaults& sampling_defaults() const { return sampling_defaults_; }
 

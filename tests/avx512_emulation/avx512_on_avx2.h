@@ -78,6 +78,14 @@ inline simde__m256i mm256_maskz_loadu_epi16(uint16_t k, const void* p) {
   return r.vec();
 }
 
+// vpmovdw: each int32 lane's low 16 bits (SIMDe 0.7.4 has no 512-bit version).
+inline simde__m256i mm512_cvtepi32_epi16(simde__m512i v) {
+  const auto in = Lanes<int32_t, simde__m512i>::of(v);
+  Lanes<int16_t, simde__m256i> r{};
+  for (int i = 0; i < 16; ++i) r.v[i] = static_cast<int16_t>(in.v[i]);
+  return r.vec();
+}
+
 inline simde__m128i mm_maskz_loadu_epi8(uint16_t k, const void* p) {
   Lanes<int8_t, simde__m128i> r{};
   for (int i = 0; i < 16; ++i)
@@ -192,9 +200,12 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define __m512 simde__m512
 #undef __m512i
 #define __m512i simde__m512i
+#define __m512bh simde__m512bh
 
 #undef _mm256_maskz_loadu_epi16
 #define _mm256_maskz_loadu_epi16 TESSERA_EMULATED(mm256_maskz_loadu_epi16)
+#undef _mm512_cvtepi32_epi16
+#define _mm512_cvtepi32_epi16 TESSERA_EMULATED(mm512_cvtepi32_epi16)
 #undef _mm_maskz_loadu_epi8
 #define _mm_maskz_loadu_epi8 TESSERA_EMULATED(mm_maskz_loadu_epi8)
 #undef _mm512_maskz_loadu_ps
@@ -266,6 +277,22 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_cvtepi8_epi16 simde_mm512_cvtepi8_epi16
 #undef _mm512_div_ps
 #define _mm512_div_ps simde_mm512_div_ps
+#undef _mm512_loadu_si512
+#define _mm512_loadu_si512 simde_mm512_loadu_si512
+#undef _mm512_unpackhi_epi16
+#define _mm512_unpackhi_epi16 simde_mm512_unpackhi_epi16
+#undef _mm512_unpacklo_epi16
+#define _mm512_unpacklo_epi16 simde_mm512_unpacklo_epi16
+#undef _mm512_permutex2var_ps
+#define _mm512_permutex2var_ps simde_mm512_permutex2var_ps
+#undef _mm512_mask_blend_epi32
+#define _mm512_mask_blend_epi32 simde_mm512_mask_blend_epi32
+#undef _mm512_castps_si512
+#define _mm512_castps_si512 simde_mm512_castps_si512
+#undef _mm512_srli_epi32
+#define _mm512_srli_epi32 simde_mm512_srli_epi32
+#undef _mm512_dpbf16_ps
+#define _mm512_dpbf16_ps simde_mm512_dpbf16_ps
 #undef _mm512_dpbusd_epi32
 #define _mm512_dpbusd_epi32 simde_mm512_dpbusd_epi32
 #undef _mm512_extracti64x4_epi64

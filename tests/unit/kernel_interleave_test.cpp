@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernel_test_util.h"
 #include "kernels/column_shares.h"
@@ -275,6 +277,38 @@ TEST(InterleavePanels, TokenBlocksAndVectorWidthsGiveTheSameBits) {
   }
 }
 
+// BF16 panels with bf16 products (WeightMatrix::bf16_products), at the levels with AVX-512 BF16: each element
+// within fp32 rounding of the stored weights times the activations rounded to bf16 (and not of the unrounded
+// activations, which the fp32 path multiplies), and bit-identical alone or in any batch or thread split, for an
+// even n_in, an odd one (the last k paired with zero) and one longer than a chunk of pairs.
+TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
+  if (detected_isa() < Isa::Avx512Bf16) GTEST_SKIP() << "no AVX-512 BF16";
+  for (const int64_t n_in : {96, 101, 1030}) {
+    const int64_t n_out = 3 * kPanelRows, n_tokens = 130;
+    Interleaved m = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(40 + n_in));
+    m.view.bf16_products = true;
+    const auto x = random_floats(size_t(n_tokens * n_in), 41);
+    const std::vector<float> alone = outputs_alone(m, x, n_tokens, Isa::Avx512Bf16);
+    expect_batch_equals_alone(m, x, n_tokens, alone, Isa::Avx512Bf16);
+    int64_t far_from_fp32 = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        double rounded = 0, exact = 0, magnitude = 0;
+        for (int64_t i = 0; i < n_in; ++i) {
+          const double w = m.rows.dequantized[o * n_in + i], xi = x[t * n_in + i];
+          rounded += w * bf16_to_fp32(fp32_to_bf16(x[t * n_in + i]));
+          exact += w * xi;
+          magnitude += std::abs(w * xi);
+        }
+        const double bound = 1e-6 * magnitude;
+        ASSERT_NEAR(alone[t * n_out + o], rounded, bound) << "n_in " << n_in << ", token " << t << ", row " << o;
+        far_from_fp32 += std::abs(alone[t * n_out + o] - exact) > bound;
+      }
+    }
+    EXPECT_GT(far_from_fp32, n_tokens * n_out / 2) << "n_in " << n_in << ": the activations were not rounded";
+  }
+}
+
 // Activations far below the smallest normal float (a block or row quantized to zero) and ordinary ones side by
 // side: each token gets the bits it gets alone, at every ISA level (the 512-bit tiles also read the activation
 // sums, which must agree with the stored bytes).
@@ -348,6 +382,19 @@ TEST(Interleave, PanelSetsShareOneInput) {
                            {&f8.view, &q.view, &f8.view},
                            {&f8.view, &f8_rows.view}},
                           n_in, {1, 3, 7, 13}, 32, "panel set");
+}
+
+// BF16 panels with bf16 products share one rounding of the activations and one parallel region; beside F16 panels
+// or BF16 ones without them (fp32 activations) the set runs as separate calls, with the same bits.
+TEST(Interleave, Bf16ProductSetsShareOneInput) {
+  const int64_t n_in = 98;
+  Interleaved q = make_interleaved(TensorType::BF16, 128, n_in, 37);
+  Interleaved k = make_interleaved(TensorType::BF16, 32, n_in, 38);
+  const Interleaved plain = make_interleaved(TensorType::BF16, 64, n_in, 39);
+  const Interleaved f16 = make_interleaved(TensorType::F16, 32, n_in, 42);
+  q.view.bf16_products = k.view.bf16_products = true;
+  expect_sets_share_input({{&q.view, &k.view, &k.view}, {&q.view, &plain.view}, {&k.view, &f16.view, &q.view}}, n_in,
+                          {1, 4, 5, 13}, 43, "bf16 set");
 }
 
 TEST(Interleave, KQuantSetsShareOneInput) {

@@ -17,6 +17,7 @@
 #include "bench/roofline.h"
 #include "core/error.h"
 #include "engine/offline_engine.h"
+#include "core/cpu_features.h"
 #include "formats/gguf.h"
 #include "tokenizer/vocab_gguf.h"
 #include "model/model.h"
@@ -256,6 +257,40 @@ TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
       } else {
         EXPECT_NE(a, b);  // block scales applied in a different order: the interleaved kernels really ran
       }
+    }
+    EXPECT_EQ(read_file(file.path), before);
+  }
+}
+
+// --bf16-products: where the kernels run with AVX-512 BF16, every BF16 or F16 matrix (in panels here) takes bf16
+// products, the F16 ones rounded to BF16 in private pages (a tied embedding with them), and the logits stay near
+// the exact fp32 path's; elsewhere the option changes no bit. The file is unchanged either way.
+TEST(SyntheticModel, Bf16ProductsTakeBf16AndF16Panels) {
+  for (const TensorType type : {TensorType::BF16, TensorType::F16}) {
+    SCOPED_TRACE(tensor_type_name(type));
+    const ModelPreset& p = preset("test-tiny");
+    TempFile file("bf16_products");
+    write_synthetic_model(p, plan_synthetic_model(p, type, 3), file.path, nullptr, test_pool());
+    const std::string before = read_file(file.path);
+    const std::vector<int32_t> prompt = {1, 300, 17, 42, 99};
+    const auto exact = Model::load(file.path);
+    const auto fast = Model::load(file.path, LoadOptions{.bf16_products = true});
+    EXPECT_EQ(exact->n_bf16_product_matrices(), 0);
+    const std::vector<float> a = logits_of(exact, prompt), b = logits_of(fast, prompt);
+    const int64_t n_linear = 7 * int64_t(fast->weights().layers.size()) + 1;
+    if (active_isa() < Isa::Avx512Bf16) {
+      EXPECT_EQ(fast->n_bf16_product_matrices(), type == TensorType::BF16 ? n_linear : 0);  // marked, not taken
+      EXPECT_EQ(fast->weights().layers[0].wq.type, type);
+      EXPECT_EQ(a, b);
+    } else {
+      EXPECT_EQ(fast->n_bf16_product_matrices(), n_linear);
+      EXPECT_EQ(fast->weights().layers[0].wq.type, TensorType::BF16);
+      EXPECT_EQ(fast->weights().token_embd.type, p.tied_output ? TensorType::BF16 : type);
+      ASSERT_EQ(a.size(), b.size());
+      float scale = 0.0f;
+      for (float x : a) scale = std::max(scale, std::fabs(x));
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-2f * scale) << i;
+      EXPECT_NE(a, b);
     }
     EXPECT_EQ(read_file(file.path), before);
   }

@@ -1,0 +1,225 @@
+// BF16 products (WeightMatrix::bf16_products): BF16 weights in panels of 32 rows (WeightLayout::Panel32) times
+// activations rounded to bf16, on AVX-512 BF16's vdpbf16ps, which multiplies 16 lanes of bf16 pairs and adds
+// both products to an fp32 lane: twice the multiply-adds per instruction of the fp32 FMA the float panels use.
+//
+// A panel stores each k's 32 row values side by side (64 bytes); vdpbf16ps wants each lane to hold one row's
+// values at k and k + 1. One vpunpcklwd and one vpunpckhwd of the slices k and k + 1 make two such registers,
+// rows {0-3, 8-11, 16-19, 24-27} and {4-7, 12-15, 20-23, 28-31} of the panel: a tile keeps its sums in that
+// lane order and permutes them into row order (exact moves) when it stores them. The activations are rounded
+// once per call (round_to_bf16), so each token's row of bf16 is a row of bf16 pairs: the 32-bit word p holds
+// x[2p] in its low half and x[2p + 1] in its high half, the order the unpacked weights pair them. An odd n_in
+// pairs the last k with a zero weight and a zero activation.
+//
+// Batch invariance: every element is one chain over the pairs in order from zero, acc = vdpbf16ps(acc, w, x)
+// for p = 0, 1, ..., whatever the tile, the token count or the thread split; a prompt's chunks of k leave their
+// sums in y and the next chunk loads them back unchanged.
+#include <immintrin.h>
+
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialized variable) as the unused merge
+// source of their unmasked forms, and -W(maybe-)uninitialized reports every inlined use of them.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_ymm_inl.h"
+#include "kernels/matmul_zmm_inl.h"
+#include "kernels/static_for.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+constexpr int64_t kSliceBytes = kPanelRows * 2;  // one k of a panel: 32 bf16
+
+TESSERA_INLINE inline __m512 dot_pairs(__m512 acc, __m512i w, __m512i x) {
+  return _mm512_dpbf16_ps(acc, std::bit_cast<__m512bh>(w), std::bit_cast<__m512bh>(x));
+}
+
+// The two pair registers of slices k and k + 1 (at p and p + kSliceBytes).
+TESSERA_INLINE inline void load_pairs(const uint8_t* p, __m512i& lo, __m512i& hi) {
+  const __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + kSliceBytes);
+  lo = _mm512_unpacklo_epi16(a, b);
+  hi = _mm512_unpackhi_epi16(a, b);
+}
+
+// The last k of an odd row, paired with zero.
+TESSERA_INLINE inline void load_last(const uint8_t* p, __m512i& lo, __m512i& hi) {
+  const __m512i a = _mm512_loadu_si512(p), zero = _mm512_setzero_si512();
+  lo = _mm512_unpacklo_epi16(a, zero);
+  hi = _mm512_unpackhi_epi16(a, zero);
+}
+
+// Rows 0-15 and 16-31 of a panel from the sums in pair-lane order, and back.
+TESSERA_INLINE inline void to_rows(__m512 lo, __m512 hi, __m512& rows0, __m512& rows1) {
+  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  rows0 = _mm512_permutex2var_ps(lo, first, hi);
+  rows1 = _mm512_permutex2var_ps(lo, second, hi);
+}
+TESSERA_INLINE inline void from_rows(__m512 rows0, __m512 rows1, __m512& lo, __m512& hi) {
+  const __m512i low = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  const __m512i high = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  lo = _mm512_permutex2var_ps(rows0, low, rows1);
+  hi = _mm512_permutex2var_ps(rows0, high, rows1);
+}
+
+// The panel of rows [r0, r0 + 32) times NT tokens from t0 over the pairs [p0, p0 + n_p). Token t's pair p is
+// x[(p − p0)·NT + t] when the activations are packed for the tile (kPacked), else x[(t0 + t)·n_pairs + p] in
+// the call's rounded rows (a.x_bf16). `first`: the chains start here, else they continue from y. `ahead`, if
+// not null: the next tile of rows, whose same pairs are requested while this one computes (packed only; the
+// direct tile requests its own panel kPrefetchBytes ahead).
+template <int NT, bool kPacked>
+__attribute__((noinline, flatten)) void bf16_tile(const MatmulArgs& a, int64_t r0, int64_t t0, const uint32_t* x,
+                                                  int64_t p0, int64_t n_p, bool first, const uint8_t* ahead) {
+  const int64_t n_pairs = (a.n_in + 1) / 2;
+  const uint8_t* panel = a.w + size_t(r0 / kPanelRows) * kPanelRows * a.row_bytes;
+  auto x_at = [&](int64_t p, int t) TESSERA_INLINE {
+    return kPacked ? x[(p - p0) * NT + t] : x[(t0 + t) * n_pairs + p];
+  };
+  __m512 lo[NT], hi[NT];
+  static_for<NT>([&](auto t) TESSERA_INLINE {
+    if (first) {
+      lo[t] = hi[t] = _mm512_setzero_ps();
+    } else {
+      const float* y = a.y + (t0 + t) * a.n_out + r0;
+      from_rows(_mm512_loadu_ps(y), _mm512_loadu_ps(y + 16), lo[t], hi[t]);
+    }
+  });
+  auto step = [&](int64_t p, __m512i wlo, __m512i whi) TESSERA_INLINE {
+    keep_in_zmm(wlo);
+    keep_in_zmm(whi);
+    static_for<NT>([&](auto t) TESSERA_INLINE {
+      const __m512i xv = _mm512_set1_epi32(int32_t(x_at(p, t)));
+      lo[t] = dot_pairs(lo[t], wlo, xv);
+      hi[t] = dot_pairs(hi[t], whi, xv);
+    });
+  };
+  const int64_t p_end = p0 + n_p, full_end = std::min(p_end, a.n_in / 2);
+  for (int64_t p = p0; p < full_end; ++p) {
+    const uint8_t* w = panel + 2 * p * kSliceBytes;
+    if constexpr (kPacked) {
+      if (ahead != nullptr) {
+        prefetch(ahead + 2 * p * kSliceBytes);
+        prefetch(ahead + 2 * p * kSliceBytes + 64);
+      }
+    } else {
+      prefetch(w + kPrefetchBytes);
+      prefetch(w + kPrefetchBytes + 64);
+    }
+    __m512i wlo, whi;
+    load_pairs(w, wlo, whi);
+    step(p, wlo, whi);
+  }
+  if (full_end < p_end) {  // n_in odd: the last pair
+    __m512i wlo, whi;
+    load_last(panel + 2 * full_end * kSliceBytes, wlo, whi);
+    step(full_end, wlo, whi);
+  }
+  static_for<NT>([&](auto t) TESSERA_INLINE {
+    __m512 rows0, rows1;
+    to_rows(lo[t], hi[t], rows0, rows1);
+    float* y = a.y + (t0 + t) * a.n_out + r0;
+    _mm512_storeu_ps(y, rows0);
+    _mm512_storeu_ps(y + 16, rows1);
+  });
+}
+
+// Decode and small batches: every panel of the thread's rows, the activations read where round_to_bf16 left
+// them.
+template <int NT>
+void bf16_rows_direct(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  const int64_t n_pairs = (a.n_in + 1) / 2;
+  for (int64_t r = row_begin; r < row_end; r += kPanelRows)
+    bf16_tile<NT, false>(a, r, 0, a.x_bf16, 0, n_pairs, true, nullptr);
+}
+
+// Pairs per chunk of a prompt's rows and tokens per block, as the float panels' (matmul_panel_inl.h) in k: a
+// block's chunk of packed pairs (120 tokens × 256 pairs, 120 KiB) stays in L2 while every panel of the
+// thread's rows passes over it, and a panel's chunk of weights (32 KiB) in L1 while the block's tiles pass.
+constexpr int64_t kPairChunk = 256;
+constexpr int kPackedTokens = 12;  // 24 sums, 4 weight registers and a broadcast of the 32 zmm registers
+constexpr int64_t kTokenBlock = 120;
+
+void bf16_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  constexpr int NT = kPackedTokens;
+  const int64_t n_pairs = (a.n_in + 1) / 2;
+  const int64_t chunk = n_pairs <= kPairChunk + kPairChunk / 4 ? n_pairs : kPairChunk;
+  thread_local std::vector<uint32_t> packed;
+  if (packed.size() < size_t(kTokenBlock * chunk)) packed.resize(size_t(kTokenBlock * chunk));
+  for (int64_t tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
+    const int64_t te = std::min(a.n_tokens, tb + kTokenBlock);
+    for (int64_t p0 = 0; p0 < n_pairs; p0 += chunk) {
+      const int64_t n_p = std::min(chunk, n_pairs - p0);
+      for (int64_t t = tb; t < te; t += NT) {  // tile by tile: pair p of tile token i at [(p − p0)·nt + i]
+        const int nt = int(std::min<int64_t>(NT, te - t));
+        uint32_t* xp = packed.data() + (t - tb) * n_p;
+        for (int i = 0; i < nt; ++i) {
+          const uint32_t* row = a.x_bf16 + (t + i) * n_pairs + p0;
+          for (int64_t p = 0; p < n_p; ++p) xp[p * nt + i] = row[p];
+        }
+      }
+      for (int64_t r = row_begin; r < row_end; r += kPanelRows) {
+        // The next panel (past row_end another thread's, which is harmless to request).
+        const uint8_t* ahead = r + kPanelRows < a.n_out ? a.w + size_t(r / kPanelRows + 1) * kPanelRows * a.row_bytes
+                                                        : nullptr;
+        int64_t t = tb;
+        for (; t + NT <= te; t += NT) {
+          bf16_tile<NT, true>(a, r, t, packed.data() + (t - tb) * n_p, p0, n_p, p0 == 0, t == tb ? ahead : nullptr);
+        }
+        static_for<NT - 1>([&](auto i) {
+          constexpr int kRest = NT - 1 - decltype(i)::value;
+          if (te - t == kRest) {
+            bf16_tile<kRest, true>(a, r, t, packed.data() + (t - tb) * n_p, p0, n_p, p0 == 0,
+                                   t == tb ? ahead : nullptr);
+          }
+        });
+      }
+    }
+  }
+}
+
+// fp32 to bf16, rounded to nearest even (NaN stays a NaN): core/fp16.h's fp32_to_bf16 on 16 lanes.
+TESSERA_INLINE inline __m256i round_16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+
+}  // namespace
+
+void round_to_bf16(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, uint32_t* pairs) {
+  const int64_t stride = n_in + (n_in & 1);
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    const float* row = x + t * n_in;
+    // Written only by vector stores and memcpy, which may alias the uint32_t pairs.
+    uint16_t* o = reinterpret_cast<uint16_t*>(pairs + t * (stride / 2));
+    int64_t i = 0;
+    for (; i + 16 <= n_in; i += 16) _mm256_storeu_si256((__m256i*)(o + i), round_16(_mm512_loadu_ps(row + i)));
+    if (i < stride) {
+      const __mmask16 m = __mmask16((1u << (n_in - i)) - 1);
+      alignas(32) uint16_t last[16];
+      _mm256_store_si256((__m256i*)last, round_16(_mm512_maskz_loadu_ps(m, row + i)));
+      std::memcpy(o + i, last, size_t(stride - i) * sizeof(uint16_t));  // the odd row's pad: a zero
+    }
+  }
+}
+
+void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
+  switch (args.n_tokens) {
+    case 1: return bf16_rows_direct<1>(args, row_begin, row_end);
+    case 2: return bf16_rows_direct<2>(args, row_begin, row_end);
+    case 3: return bf16_rows_direct<3>(args, row_begin, row_end);
+    case 4: return bf16_rows_direct<4>(args, row_begin, row_end);
+    default: return bf16_rows_packed(args, row_begin, row_end);
+  }
+}
+
+}  // namespace tessera::kernels::avx512
