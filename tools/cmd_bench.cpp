@@ -77,7 +77,9 @@ LoadedModel load_bench_model(const BenchOptions& o, ThreadPool& pool) {
     m.name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
     for (const auto& t : m.model->file()->tensors()) m.tensor_bytes += t.n_bytes;
     m.file_bytes = m.model->file()->file_size();
-    m.type = m.model->weights().layers.at(0).w_gate.type;
+    // The file's type (--bf16-products rounds F16 matrices to BF16 in memory).
+    const gguf::TensorInfo* gate = m.model->file()->find_tensor("blk.0.ffn_gate.weight");
+    m.type = gate != nullptr ? gate->type : m.model->weights().layers.at(0).w_gate.type;
     return m;
   }
   const ModelPreset* preset = find_model_preset(o.preset);
@@ -182,8 +184,7 @@ int bench(const BenchOptions& o) {
   const double prefill_gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[512].tokens_per_s * 1e-9;
   const bool int8 = computes_in_int8(type);
   // BF16 weights with --bf16-products on a CPU that has them multiply at the bf16 dot-product rate.
-  const bool bf16 = !int8 && has_bf16_peak() && model->n_bf16_product_matrices() > 0 &&
-                    active_isa() >= Isa::Avx512Bf16;
+  const bool bf16 = !int8 && has_bf16_peak() && model->n_bf16_product_matrices() > 0;
   const double peak = int8 ? int8_peak : bf16 ? peaks.bf16_gflops.best() : fp32_peak;
   const char* peak_kind = int8 ? "int8" : bf16 ? "bf16" : "fp32";
   const double bandwidth_ratio = decode_gbs / bandwidth;

@@ -92,7 +92,12 @@ int serve(ServeOptions& o) {
   boost::asio::io_context ioc(1);
   auto model = load_model_or_embedded(o.model_path, o.load, o.ignore_memory_check);
   std::shared_ptr<Model> fallback_model;
-  if (!o.fallback_path.empty()) fallback_model = load_model_or_embedded(o.fallback_path, o.load, o.ignore_memory_check);
+  if (!o.fallback_path.empty()) {
+    // The fallback is the higher-precision replica: its float weights keep fp32 activations.
+    LoadOptions exact = o.load;
+    exact.bf16_products = false;
+    fallback_model = load_model_or_embedded(o.fallback_path, exact, o.ignore_memory_check);
+  }
   // Both models, the draft and all KV caches (the draft's own among them) share the memory: fit_kv_pools
   // counts the draft from the primary's speculative options.
   EngineOptions primary_options = o.engine, fallback_options = o.engine;

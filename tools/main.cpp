@@ -54,10 +54,11 @@ void note_unused_load_options(const Model& model, const LoadOptions& options) {
     std::fprintf(stderr, "note: --int8-threshold has no effect: %s has no INT8 (I8) weights\n", model.name().c_str());
   }
   if (options.bf16_products && active_isa() < Isa::Avx512Bf16) {
-    std::fprintf(stderr, "note: --bf16-products has no effect: the kernels run at %s, without AVX-512 BF16\n",
-                 std::string(isa_name(active_isa())).c_str());
+    std::fprintf(stderr, "note: --bf16-products has no effect: this CPU (or TESSERA_ISA) stops at %s, below "
+                 "AVX-512 BF16\n", std::string(isa_name(active_isa())).c_str());
   } else if (options.bf16_products && model.n_bf16_product_matrices() == 0) {
-    std::fprintf(stderr, "note: --bf16-products has no effect: %s has no BF16 or F16 weights in panels\n",
+    std::fprintf(stderr, "note: --bf16-products has no effect: %s has no BF16 or F16 weights in panels (float "
+                 "weights stay in rows when the model does not fit in half the memory available)\n",
                  model.name().c_str());
   }
 }

@@ -125,7 +125,7 @@ struct ZmmBytes {
 // q in [0, 63] unsigned, the token's 4 activation bytes broadcast) sum its 16 products per row into int32, and one
 // vpmulld by the row's sc_k adds it to the block's sum: 6 instructions where tile_q6_kx8's int16 route (two
 // vpmaddubsw, an int16 add, vpmaddwd by the scale pair, an int32 add per 8 values) takes 10. The sums are the
-// same exact integers (at most 16·63·128 before the scale, 32·|Σ| after it fits int32 as there), then the −32
+// same exact integers (a sub-block's sum at most 16·63·128 in size, times the scale at most 2^24), then the −32
 // offset and the float step in tile_q6_kx8's order: the same bits as the 256-bit tiles.
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
@@ -235,7 +235,9 @@ struct Q6_KZmmFamily : NoColumnState {
 // from memory, 2 threads, AMD Zen 4, microseconds, zmm against ymm): Q4_Kx8 at 4 tokens 570-643 against
 // 343-444, at 5 353-356 against 378-379, at 6 347-358 against 411-571, at 16 710-711 against 923-925; Q6_Kx8 at
 // 4 689-792 against 465-663, at 5 495-499 against 528-529, at 8 614-662 against 677-928, at 32 2078-2093
-// against 2224-2236. Zen 5 has not been measured since the next-column requests: before them, its zmm tiles
+// against 2224-2236 (the Q6_K zmm tile then took the int16 route; its dpbusd tile since is 15-17 % faster at 8
+// tokens and more, so the crossing cannot have moved up). Zen 5 has not been measured since the next-column
+// requests: before them, its zmm tiles
 // were kept from 16 (Q4_K) and 32 (Q6_K) tokens, Q4_K's slower at 8 and fewer, Q6_K's no faster at 16-24.
 constexpr int64_t kZmmQ4KMinTokens = 5;
 constexpr int64_t kZmmQ6KMinTokens = 5;

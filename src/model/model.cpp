@@ -357,10 +357,6 @@ void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool flo
   if (done.count(w.token_embd.data) != 0) w.token_embd.layout = interleaved_layout(w.token_embd.type);
 }
 
-namespace {
-
-// F16 matrices in panels, rounded in place to BF16 (to nearest even: 8 significant bits of 11) so that they take
-// the bf16 products too; a view sharing their bytes (a tied embedding) takes the new type.
 void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite) {
   std::unordered_set<const uint8_t*> done;
   for_each_linear(w, [&](WeightMatrix& m) {
@@ -382,8 +378,6 @@ void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite) {
   });
   if (done.count(w.token_embd.data) != 0) w.token_embd.type = TensorType::BF16;
 }
-
-}  // namespace
 
 void Model::apply(const LoadOptions& options) {
   check_int8_threshold(options.int8_threshold);

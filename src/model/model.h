@@ -48,7 +48,8 @@ struct LoadOptions {
   // vdpbf16ps, twice the fp32 FMA rate, as llama.cpp computes BF16 weights; off, they take fp32 activations
   // exactly (WeightMatrix::bf16_products). F16 matrices in panels are rounded to BF16 first (8 significant
   // bits of their 11, as ik_llama.cpp's run-time repacking does), where the CPU has AVX-512 BF16. No effect on
-  // other weight types, on matrices left in rows, or on CPUs without AVX-512 BF16.
+  // other weight types, on matrices left in rows, or on CPUs without AVX-512 BF16. The CPU is asked when the
+  // model loads (for F16) and at each call (for the kernels): the ISA cap (TESSERA_ISA) is set before either.
   bool bf16_products = false;
 };
 
@@ -60,6 +61,11 @@ using WeightRewriter =
 // through `rewrite`: the integer block types into groups of 8, and with `floats` the F32, F16 and BF16 ones into
 // panels of 32. A view sharing a rewritten matrix's bytes (an embedding tied to the output) takes its layout.
 void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool floats = true);
+
+// For LoadOptions::bf16_products where the CPU has AVX-512 BF16: F16 matrices in panels, rounded through
+// `rewrite` to BF16 (to nearest even: 8 significant bits of 11); a view sharing their bytes (a tied embedding)
+// takes the new type.
+void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite);
 
 class Model {
  public:
@@ -82,10 +88,10 @@ class Model {
   const gguf::File* file() const { return file_.get(); }  // null for from_parts
   const std::string& name() const { return name_; }
   uint64_t weight_bytes() const;  // bytes of all tensors the forward pass reads
-  int64_t n_int8_matrices() const;
+  int64_t n_int8_matrices() const;  // I8 matrices the forward pass multiplies with (what int8_threshold affects)
   // BF16 matrices marked for bf16 products (LoadOptions::bf16_products; they take them where the CPU has
   // AVX-512 BF16).
-  int64_t n_bf16_product_matrices() const;  // I8 matrices the forward pass multiplies with (what int8_threshold affects)
+  int64_t n_bf16_product_matrices() const;
   // What the model's authors recommend for sampling (general.sampling.*, from generation_config.json).
   const SamplingDefaults& sampling_defaults() const { return sampling_defaults_; }
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "core/memory_info.h"
@@ -390,10 +391,12 @@ std::shared_ptr<Model> make_synthetic_model(const ModelPreset& preset, const Syn
   }
   if (options.interleave_rows) {
     // The storage was allocated above and nothing else holds it: rewriting it in place is safe.
-    interleave_weights(w, [](const uint8_t* data, size_t, const std::function<void(uint8_t*)>& fn) {
+    const WeightRewriter in_place = [](const uint8_t* data, size_t, const std::function<void(uint8_t*)>& fn) {
       fn(const_cast<uint8_t*>(data));
       return true;
-    });
+    };
+    interleave_weights(w, in_place);
+    if (options.bf16_products && active_isa() >= Isa::Avx512Bf16) round_f16_panels_to_bf16(w, in_place);
   }
   std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(synthetic_vocab(preset.n_vocab));
   return Model::from_parts(preset_config(preset), std::move(w), std::move(tokenizer), std::move(storage), options);

@@ -290,6 +290,12 @@ TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
     const auto x = random_floats(size_t(n_tokens * n_in), 41);
     const std::vector<float> alone = outputs_alone(m, x, n_tokens, Isa::Avx512Bf16);
     expect_batch_equals_alone(m, x, n_tokens, alone, Isa::Avx512Bf16);
+    ThreadPool pool(2);
+    for (const int64_t batch : {2, 3, 4, 5, 13}) {  // the direct tiles (2-4 tokens) and the packed one's remainders
+      std::vector<float> y(size_t(batch * n_out));
+      matmul(m.view, x.data(), batch, y.data(), pool, Isa::Avx512Bf16);
+      EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size())) << "n_in " << n_in << ", " << batch;
+    }
     int64_t far_from_fp32 = 0;
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t o = 0; o < n_out; ++o) {
@@ -385,16 +391,28 @@ TEST(Interleave, PanelSetsShareOneInput) {
 }
 
 // BF16 panels with bf16 products share one rounding of the activations and one parallel region; beside F16 panels
-// or BF16 ones without them (fp32 activations) the set runs as separate calls, with the same bits.
+// or BF16 ones without them (fp32 activations) the set runs as separate calls, with the same bits. At the level
+// that has them (kernel_isas() stops at the kernel families' levels, below it).
 TEST(Interleave, Bf16ProductSetsShareOneInput) {
+  if (detected_isa() < Isa::Avx512Bf16) GTEST_SKIP() << "no AVX-512 BF16";
   const int64_t n_in = 98;
   Interleaved q = make_interleaved(TensorType::BF16, 128, n_in, 37);
   Interleaved k = make_interleaved(TensorType::BF16, 32, n_in, 38);
   const Interleaved plain = make_interleaved(TensorType::BF16, 64, n_in, 39);
   const Interleaved f16 = make_interleaved(TensorType::F16, 32, n_in, 42);
   q.view.bf16_products = k.view.bf16_products = true;
-  expect_sets_share_input({{&q.view, &k.view, &k.view}, {&q.view, &plain.view}, {&k.view, &f16.view, &q.view}}, n_in,
-                          {1, 4, 5, 13}, 43, "bf16 set");
+  const std::vector<std::vector<const WeightMatrix*>> sets = {
+      {&q.view, &k.view, &k.view}, {&q.view, &plain.view}, {&k.view, &f16.view, &q.view}};
+  for (const int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const int64_t n_tokens : {1, 4, 5, 13}) {
+      const auto x = random_floats(size_t(n_tokens * n_in), 43 + uint32_t(n_tokens));
+      for (size_t s = 0; s < sets.size(); ++s) {
+        testing::expect_shared_input_equals_separate(sets[s], x, n_tokens, pool, Isa::Avx512Bf16,
+                                                     "bf16 set " + std::to_string(s));
+      }
+    }
+  }
 }
 
 TEST(Interleave, KQuantSetsShareOneInput) {
