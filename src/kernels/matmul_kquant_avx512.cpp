@@ -205,6 +205,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
 // column for all of the column's token tiles.
 struct Q4_KZmmFamily {
   static constexpr ZmmKind kKind = ZmmKind::Q4_K;
+  static constexpr int kTileTokens = zmm_tile_tokens<ZmmKind::Q4_K>(), kMaxRegisters = 2;
   using Ymm = Q4_Kx8Family;
   using Column = Q4KColumnScales;
   template <int NZ>
@@ -218,8 +219,13 @@ struct Q4_KZmmFamily {
   }
 };
 
+// Q6_K in tiles of 4 tokens by 32 rows, or 8 tokens by 16 (Q6_KWideZmmFamily): the 8-token tile decodes each
+// weight vector once for twice the tokens, but its columns stream half as many groups at once, which a block of
+// 8 tokens or fewer (one tile per column) pays for.
+template <int TileTokens, int MaxRegisters>
 struct Q6_KZmmFamily : NoColumnState {
   static constexpr ZmmKind kKind = ZmmKind::Q6_K;
+  static constexpr int kTileTokens = TileTokens, kMaxRegisters = MaxRegisters;
   using Ymm = Q6_Kx8Family;
   template <int NZ, int NT>
   TESSERA_INLINE static void tile(const MatmulArgs& a, const PackedTile& x, int64_t t0, int64_t group,
@@ -227,6 +233,8 @@ struct Q6_KZmmFamily : NoColumnState {
     tile_q6_kx8_zmm<NZ, NT>(a, x, t0, group, ahead);
   }
 };
+using Q6_KNarrowZmmFamily = Q6_KZmmFamily<zmm_tile_tokens<ZmmKind::Q6_K>(), 2>;
+using Q6_KWideZmmFamily = Q6_KZmmFamily<8, 1>;
 
 // Batches of at least this many tokens take the 512-bit tiles (decode and small batches the 256-bit ones; both
 // give the same bits). The K-quants' zmm tiles pay a fixed cost per tile column (Q4_K's scales unpacked for the
@@ -241,14 +249,21 @@ struct Q6_KZmmFamily : NoColumnState {
 // were kept from 16 (Q4_K) and 32 (Q6_K) tokens, Q4_K's slower at 8 and fewer, Q6_K's no faster at 16-24.
 constexpr int64_t kZmmQ4KMinTokens = 5;
 constexpr int64_t kZmmQ6KMinTokens = 5;
+// From this many tokens Q6_K takes the 8-token tiles (Q6_KWideZmmFamily). 5632x2048 from memory, 2 threads, Zen
+// 4, µs, 8-token tiles against 4-token: at 5 tokens 733-759 against 448-459, at 8 820-894 against 523-576, at 16
+// 836-867 against 930-1033, at 32 1576-1629 against 1736-1949, at 512 25725-26374 against 28128-28691; at 9,
+// 10 and 12 tokens 621-634, 681-721 and 673-742 against 630-772, 709-787 and 802-817.
+constexpr int64_t kZmmQ6KWideMinTokens = 9;
 
 }  // namespace
 
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
   if (args.type == KernelType::Q4_Kx8 && args.n_tokens >= kZmmQ4KMinTokens)
     return zmm_interleaved_rows<Q4_KZmmFamily>(args, row_begin, row_end);
+  if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KWideMinTokens)
+    return zmm_interleaved_rows<Q6_KWideZmmFamily>(args, row_begin, row_end);
   if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KMinTokens)
-    return zmm_interleaved_rows<Q6_KZmmFamily>(args, row_begin, row_end);
+    return zmm_interleaved_rows<Q6_KNarrowZmmFamily>(args, row_begin, row_end);
   kquant_rows_ymm<YmmVnni>(args, row_begin, row_end);
 }
 

@@ -311,8 +311,16 @@ __attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const Pack
   }
 }
 
-// A zmm family for zmm_interleaved_rows: its ZmmKind, the state a tile column computes once for its token
-// tiles (Column, from column<NZ>), one tile (tile<NZ, NT>), and its 256-bit family (Ymm).
+// A zmm family for zmm_interleaved_rows: its ZmmKind, its tile shape (kTileTokens tokens per tile, tile columns of
+// at most kMaxRegisters registers of 16 rows), the state a tile column computes once for its token tiles (Column,
+// from column<NZ>), one tile (tile<NZ, NT>), and its 256-bit family (Ymm).
+
+// Tokens per zmm tile. Q8_0, Q4_0 and the K-quants keep an fp32 and an int32 accumulator per (register, token);
+// I8 only the int32 one, so it takes twice the tokens. Chosen by matmul_roofline_bench (docs/performance.md).
+template <ZmmKind K>
+constexpr int zmm_tile_tokens() {
+  return K == ZmmKind::I8 ? 8 : K == ZmmKind::Q8_0 || K == ZmmKind::Q4_0 ? 6 : 4;
+}
 
 // The column state of the families that need none.
 struct NoColumnState {
@@ -327,6 +335,7 @@ struct NoColumnState {
 template <ZmmKind K, typename YmmFamily>
 struct ZmmBlockFamily : NoColumnState {
   static constexpr ZmmKind kKind = K;
+  static constexpr int kTileTokens = zmm_tile_tokens<K>(), kMaxRegisters = 2;
   using Ymm = YmmFamily;
   template <int NZ, int NT>
   TESSERA_INLINE static void tile(const MatmulArgs& a, const PackedTile& x, int64_t t0, int64_t group,
@@ -335,17 +344,10 @@ struct ZmmBlockFamily : NoColumnState {
   }
 };
 
-// Tokens per zmm tile. Q8_0, Q4_0 and the K-quants keep an fp32 and an int32 accumulator per (register, token);
-// I8 only the int32 one, so it takes twice the tokens. Chosen by matmul_roofline_bench (docs/performance.md).
-template <ZmmKind K>
-constexpr int zmm_tile_tokens() {
-  return K == ZmmKind::I8 ? 8 : K == ZmmKind::Q8_0 || K == ZmmKind::Q4_0 ? 6 : 4;
-}
-
-// One token block's activations packed tile by tile (PackedTile), in this thread's scratch.
-template <ZmmKind K>
+// One token block's activations packed tile by tile (PackedTile, tiles of NT tokens), in this thread's scratch.
+template <ZmmKind K, int NT>
 struct PackedBlock {
-  static constexpr int kNT = zmm_tile_tokens<K>();
+  static constexpr int kNT = NT;
   int64_t tb = 0, te = 0, per_token = 0, side_per_token = 0;  // dwords and side values per token
   int32_t* q = nullptr;
   float* scale = nullptr;
@@ -384,9 +386,10 @@ struct PackedBlock {
 // the first tile streams the column's weights, the others request the next column's (Ahead). `next`: the column
 // this thread computes next.
 template <typename Family, int NZ>
-void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind>& x, int64_t group, NextColumn next) {
+void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind, Family::kTileTokens>& x, int64_t group,
+                     NextColumn next) {
   constexpr ZmmKind K = Family::kKind;
-  constexpr int kNT = PackedBlock<K>::kNT;
+  constexpr int kNT = Family::kTileTokens;
   const int64_t nb = a.n_in / zmm_block_values<K>();
   const uint8_t* first = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
   const int64_t n_tiles = (x.te - x.tb + kNT - 1) / kNT;
@@ -410,12 +413,12 @@ constexpr int64_t kZmmBlockBytes = 192 << 10;
 template <typename Family>
 void zmm_interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr ZmmKind K = Family::kKind;
-  constexpr int64_t kNT = zmm_tile_tokens<K>();
+  constexpr int64_t kNT = Family::kTileTokens;
   const int64_t block = std::max<int64_t>(kNT, kZmmBlockBytes / a.n_in / kNT * kNT);
   const int64_t g_end = row_end / 8;
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
-    const PackedBlock<K> x(a, tb, te);
+    const PackedBlock<K, Family::kTileTokens> x(a, tb, te);
     // The column after g's (`groups` wide): the next in this block, else this thread's first in the next block;
     // never a group past the thread's last.
     auto next = [&](int64_t g, int64_t groups) -> NextColumn {
@@ -424,7 +427,9 @@ void zmm_interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_en
       return {a.w + static_cast<size_t>(n) * 8 * a.row_bytes, g_end - n};
     };
     int64_t g = row_begin / 8;
-    for (; g + 4 <= g_end; g += 4) zmm_tile_column<Family, 2>(a, x, g, next(g, 4));
+    if constexpr (Family::kMaxRegisters >= 2) {
+      for (; g + 4 <= g_end; g += 4) zmm_tile_column<Family, 2>(a, x, g, next(g, 4));
+    }
     for (; g + 2 <= g_end; g += 2) zmm_tile_column<Family, 1>(a, x, g, next(g, 2));
     for (; g < g_end; ++g) {
       int64_t t = tb;
