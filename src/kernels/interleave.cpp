@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cpu_features.h"
+#include "core/fp16.h"
 #include "core/weight_types.h"
 #include "kernels/quant.h"
 
@@ -155,6 +157,16 @@ void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst) {
     std::memcpy(block + scale_at, in + scale_bytes * l, scale_bytes);
     for (size_t j = 0; j < payload / 4; ++j) std::memcpy(block + payload_at + 4 * j, vectors + 32 * j + 4 * l, 4);
     if (w.type == TensorType::Q6_K) unpack_q6_k_row(vectors, l, block);
+  }
+}
+
+void round_f16_to_bf16(uint8_t* data, size_t n) {
+  if (detected_isa() >= Isa::Avx512Bf16) return kernels::avx512::round_f16_to_bf16(data, n);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, data + 2 * i, 2);
+    h = fp32_to_bf16(fp16_to_fp32(h));
+    std::memcpy(data + 2 * i, &h, 2);
   }
 }
 

@@ -214,6 +214,19 @@ void round_to_bf16(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end,
   }
 }
 
+void round_f16_to_bf16(uint8_t* data, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    uint8_t* p = data + 2 * i;
+    _mm256_storeu_si256((__m256i*)p, round_16(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p))));
+  }
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    uint8_t* p = data + 2 * i;
+    _mm256_mask_storeu_epi16(p, m, round_16(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p))));
+  }
+}
+
 void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
   switch (args.n_tokens) {
     case 1: return bf16_rows_direct<1>(args, row_begin, row_end);

@@ -84,6 +84,7 @@ void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end,
 // (tokens [t_begin, t_end) of x rounded to bf16 into MatmulArgs::x_bf16's layout).
 void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void round_to_bf16(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, uint32_t* pairs);
+void round_f16_to_bf16(uint8_t* data, size_t n);  // interleave.h's, on zmm
 }  // namespace avx512
 
 }  // namespace tessera::kernels

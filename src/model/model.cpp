@@ -362,15 +362,7 @@ void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite) {
   for_each_linear(w, [&](WeightMatrix& m) {
     if (m.type != TensorType::F16 || m.layout != WeightLayout::Panel32) return;
     if (done.count(m.data) == 0) {
-      const size_t n = size_t(m.n_out) * size_t(m.n_in);
-      const auto round = [&](uint8_t* p) {
-        for (size_t i = 0; i < n; ++i) {
-          uint16_t h;
-          std::memcpy(&h, p + 2 * i, 2);
-          h = fp32_to_bf16(fp16_to_fp32(h));
-          std::memcpy(p + 2 * i, &h, 2);
-        }
-      };
+      const auto round = [&](uint8_t* p) { round_f16_to_bf16(p, size_t(m.n_out) * size_t(m.n_in)); };
       if (!rewrite(m.data, size_t(m.n_out) * m.row_bytes, round)) return;
       done.insert(m.data);
     }

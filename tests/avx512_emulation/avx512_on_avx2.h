@@ -86,6 +86,12 @@ inline simde__m256i mm512_cvtepi32_epi16(simde__m512i v) {
   return r.vec();
 }
 
+inline void mm256_mask_storeu_epi16(void* p, uint16_t k, simde__m256i v) {
+  const auto l = Lanes<int16_t, simde__m256i>::of(v);
+  for (int i = 0; i < 16; ++i)
+    if (bit(k, i)) std::memcpy(static_cast<char*>(p) + 2 * i, &l.v[i], 2);
+}
+
 inline simde__m128i mm_maskz_loadu_epi8(uint16_t k, const void* p) {
   Lanes<int8_t, simde__m128i> r{};
   for (int i = 0; i < 16; ++i)
@@ -202,6 +208,8 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define __m512i simde__m512i
 #define __m512bh simde__m512bh
 
+#undef _mm256_mask_storeu_epi16
+#define _mm256_mask_storeu_epi16 TESSERA_EMULATED(mm256_mask_storeu_epi16)
 #undef _mm256_maskz_loadu_epi16
 #define _mm256_maskz_loadu_epi16 TESSERA_EMULATED(mm256_maskz_loadu_epi16)
 #undef _mm512_cvtepi32_epi16

@@ -315,6 +315,27 @@ TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
   }
 }
 
+// --bf16-products' rounding of F16 weights: every F16 bit pattern (on zmm where the CPU has AVX-512 BF16) gives
+// what the scalar conversions give, a NaN stays a NaN, and a tail shorter than a vector writes nothing past it.
+TEST(InterleavePanels, F16WeightsRoundToBf16AsTheScalarConversions) {
+  const size_t n = 65536 + 5;  // all patterns, then 5 more in a masked tail
+  std::vector<uint16_t> data(n + 3);
+  for (size_t i = 0; i < n; ++i) data[i] = uint16_t(i * 40503u);  // an odd multiplier: a permutation of 2^16
+  const uint16_t guard = 0xabcd;
+  for (size_t i = n; i < data.size(); ++i) data[i] = guard;
+  const std::vector<uint16_t> before = data;
+  round_f16_to_bf16(reinterpret_cast<uint8_t*>(data.data()), n);
+  for (size_t i = 0; i < n; ++i) {
+    const float value = fp16_to_fp32(before[i]);
+    if (std::isnan(value)) {
+      ASSERT_TRUE(std::isnan(bf16_to_fp32(data[i]))) << std::hex << before[i];
+    } else {
+      ASSERT_EQ(data[i], fp32_to_bf16(value)) << std::hex << before[i];
+    }
+  }
+  for (size_t i = n; i < data.size(); ++i) EXPECT_EQ(data[i], guard);
+}
+
 // Activations far below the smallest normal float (a block or row quantized to zero) and ordinary ones side by
 // side: each token gets the bits it gets alone, at every ISA level (the 512-bit tiles also read the activation
 // sums, which must agree with the stored bytes).
