@@ -161,7 +161,7 @@ void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst) {
 }
 
 void round_f16_to_bf16(uint8_t* data, size_t n) {
-  if (detected_isa() >= Isa::Avx512Bf16) return kernels::avx512::round_f16_to_bf16(data, n);
+  if (active_isa() >= Isa::Avx512Bf16) return kernels::avx512::round_f16_to_bf16(data, n);
   for (size_t i = 0; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, data + 2 * i, 2);

@@ -55,8 +55,8 @@ WeightLayout interleaved_layout(TensorType type);
 void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in);
 
 // The n F16 values at data (2 bytes each, in any order) rewritten in place as BF16, rounded to nearest even
-// (8 significant bits of 11; a NaN stays a NaN): LoadOptions::bf16_products' rounding of F16 panels. On zmm where
-// the CPU has AVX-512 BF16 (the only machines that round them), else value by value.
+// (8 significant bits of 11; a NaN stays a NaN): LoadOptions::bf16_products' rounding of F16 panels. On zmm at
+// the AVX-512 BF16 level (the only one that rounds them), else value by value.
 void round_f16_to_bf16(uint8_t* data, size_t n);
 
 // Row r of an Interleaved8 or Panel32 matrix as the file stored it: dst holds w.row_bytes bytes.

@@ -105,12 +105,20 @@ __attribute__((noinline, flatten)) void bf16_tile(const MatmulArgs& a, int64_t r
     });
   };
   const int64_t p_end = p0 + n_p, full_end = std::min(p_end, a.n_in / 2);
+  int64_t until_share = share;  // pairs until this tile's next share of the next panel
   for (int64_t p = p0; p < full_end; ++p) {
     const uint8_t* w = panel + 2 * p * kSliceBytes;
     if constexpr (kPacked) {
-      if (ahead != nullptr && (p - p0) % n_shares == share) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + 2 * p * kSliceBytes), _MM_HINT_T1);
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + 2 * p * kSliceBytes + 64), _MM_HINT_T1);
+      if (ahead != nullptr && until_share-- == 0) {
+        until_share = n_shares - 1;
+        const char* next = reinterpret_cast<const char*>(ahead + 2 * p * kSliceBytes);
+        if (n_shares == 1) {  // a block of one tile: as measured before the shares, into L1
+          _mm_prefetch(next, _MM_HINT_T0);
+          _mm_prefetch(next + 64, _MM_HINT_T0);
+        } else {
+          _mm_prefetch(next, _MM_HINT_T1);
+          _mm_prefetch(next + 64, _MM_HINT_T1);
+        }
       }
     } else {
       prefetch(w + kPrefetchBytes);

@@ -249,10 +249,13 @@ using Q6_KWideZmmFamily = Q6_KZmmFamily<8, 1>;
 // were kept from 16 (Q4_K) and 32 (Q6_K) tokens, Q4_K's slower at 8 and fewer, Q6_K's no faster at 16-24.
 constexpr int64_t kZmmQ4KMinTokens = 5;
 constexpr int64_t kZmmQ6KMinTokens = 5;
-// From this many tokens Q6_K takes the 8-token tiles (Q6_KWideZmmFamily). 5632x2048 from memory, 2 threads, Zen
-// 4, µs, 8-token tiles against 4-token: at 5 tokens 733-759 against 448-459, at 8 820-894 against 523-576, at 16
-// 836-867 against 930-1033, at 32 1576-1629 against 1736-1949, at 512 25725-26374 against 28128-28691; at 9,
-// 10 and 12 tokens 621-634, 681-721 and 673-742 against 630-772, 709-787 and 802-817.
+// From this many tokens Q6_K takes the 8-token tiles (Q6_KWideZmmFamily), while a token block (kZmmBlockBytes
+// of activations) holds two of them: with one tile per column the 32-row tiles are faster, which rows longer
+// than 12288 values (the ffn_down of 7-8B models) would otherwise meet at any batch. 5632x2048 from memory, 2
+// threads, Zen 4, µs, 8-token tiles against 4-token (docs/performance.md): at 5 tokens 733-759 against 448-468,
+// at 8 820-894 against 523-600, at 9, 10 and 12 tokens 621-634, 681-721 and 673-742 against 630-772, 709-787
+// and 802-817, at 16 836-919 against 929-1085, at 32 1576-1629 against 1736-1949, at 512 25725-29800 against
+// 28128-33604.
 constexpr int64_t kZmmQ6KWideMinTokens = 9;
 
 }  // namespace
@@ -260,7 +263,8 @@ constexpr int64_t kZmmQ6KWideMinTokens = 9;
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
   if (args.type == KernelType::Q4_Kx8 && args.n_tokens >= kZmmQ4KMinTokens)
     return zmm_interleaved_rows<Q4_KZmmFamily>(args, row_begin, row_end);
-  if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KWideMinTokens)
+  if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KWideMinTokens &&
+      kZmmBlockBytes / args.n_in >= 2 * Q6_KWideZmmFamily::kTileTokens)
     return zmm_interleaved_rows<Q6_KWideZmmFamily>(args, row_begin, row_end);
   if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KMinTokens)
     return zmm_interleaved_rows<Q6_KNarrowZmmFamily>(args, row_begin, row_end);

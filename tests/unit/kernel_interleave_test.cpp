@@ -319,7 +319,7 @@ TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
 // what the scalar conversions give, a NaN stays a NaN, and a tail shorter than a vector writes nothing past it.
 TEST(InterleavePanels, F16WeightsRoundToBf16AsTheScalarConversions) {
   const size_t n = 65536 + 5;  // all patterns, then 5 more in a masked tail
-  std::vector<uint16_t> data(n + 3);
+  std::vector<uint16_t> data(n + 16);  // a guard past every lane of the last masked vector
   for (size_t i = 0; i < n; ++i) data[i] = uint16_t(i * 40503u);  // an odd multiplier: a permutation of 2^16
   const uint16_t guard = 0xabcd;
   for (size_t i = n; i < data.size(); ++i) data[i] = guard;
