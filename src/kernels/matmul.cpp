@@ -132,16 +132,23 @@ ActKind act_kind(const WeightMatrix& w, KernelType type, Isa isa) {
   return type == KernelType::I8 || type == KernelType::I8x8 ? ActKind::PerRow : ActKind::Block32;
 }
 
+// Runs prepare(begin, end) over all tokens: the activations' quantization or rounding, ~1% of the matmul's work,
+// so only large batches are worth a parallel region of their own.
+template <typename F>
+void prepare_tokens(int64_t n_tokens, int64_t n_in, ThreadPool& pool, F&& prepare) {
+  if (n_tokens * n_in >= (int64_t{1} << 16) && pool.size() > 1) {
+    pool.parallel_for(n_tokens, prepare);
+  } else {
+    prepare(0, n_tokens);
+  }
+}
+
 // x rounded to bf16 pairs (MatmulArgs::x_bf16) into this thread's scratch.
 const uint32_t* round_shared_bf16(const float* x, int64_t n_in, int64_t n_tokens, ThreadPool& pool) {
   thread_local std::vector<uint32_t> pairs;
   uint32_t* out = grow(pairs, static_cast<size_t>(n_tokens * ((n_in + 1) / 2)));
-  auto round = [&](int64_t begin, int64_t end) { kernels::avx512::round_to_bf16(x, n_in, begin, end, out); };
-  if (n_tokens * n_in >= (int64_t{1} << 16) && pool.size() > 1) {
-    pool.parallel_for(n_tokens, round);
-  } else {
-    round(0, n_tokens);
-  }
+  prepare_tokens(n_tokens, n_in, pool,
+                 [&](int64_t begin, int64_t end) { kernels::avx512::round_to_bf16(x, n_in, begin, end, out); });
   return out;
 }
 
@@ -188,12 +195,7 @@ kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_i
     if (outliers) split_int8_outliers(x, n_in, begin, end, outlier_threshold, masked, o_count, o_col, o_val);
     quant_fn(outliers ? masked : x, n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16, row_sum);
   };
-  // Quantizing is ~1% of the matmul's work; only large batches are worth a parallel region of their own.
-  if (n_tokens * n_in >= (int64_t{1} << 16) && pool.size() > 1) {
-    pool.parallel_for(n_tokens, prepare);
-  } else {
-    prepare(0, n_tokens);
-  }
+  prepare_tokens(n_tokens, n_in, pool, prepare);
   return kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16, row_sum, o_count, o_col, o_val};
 }
 

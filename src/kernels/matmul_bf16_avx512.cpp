@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "kernels/matmul_kernels.h"
@@ -215,15 +214,13 @@ void round_to_bf16(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end,
   const int64_t stride = n_in + (n_in & 1);
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* row = x + t * n_in;
-    // Written only by vector stores and memcpy, which may alias the uint32_t pairs.
+    // Written only by vector stores, which may alias the uint32_t pairs.
     uint16_t* o = reinterpret_cast<uint16_t*>(pairs + t * (stride / 2));
     int64_t i = 0;
     for (; i + 16 <= n_in; i += 16) _mm256_storeu_si256((__m256i*)(o + i), round_16(_mm512_loadu_ps(row + i)));
-    if (i < stride) {
-      const __mmask16 m = __mmask16((1u << (n_in - i)) - 1);
-      alignas(32) uint16_t last[16];
-      _mm256_store_si256((__m256i*)last, round_16(_mm512_maskz_loadu_ps(m, row + i)));
-      std::memcpy(o + i, last, size_t(stride - i) * sizeof(uint16_t));  // the odd row's pad: a zero
+    if (i < stride) {  // the odd row's pad lane loads, and stores, a zero
+      const __m512 last = _mm512_maskz_loadu_ps(__mmask16((1u << (n_in - i)) - 1), row + i);
+      _mm256_mask_storeu_epi16(o + i, __mmask16((1u << (stride - i)) - 1), round_16(last));
     }
   }
 }

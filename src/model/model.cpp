@@ -358,6 +358,7 @@ void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool flo
 }
 
 void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite) {
+  if (active_isa() < Isa::Avx512Bf16) return;  // no bf16 products to round them for
   std::unordered_set<const uint8_t*> done;
   for_each_linear(w, [&](WeightMatrix& m) {
     if (m.type != TensorType::F16 || m.layout != WeightLayout::Panel32) return;
@@ -380,7 +381,7 @@ void Model::apply(const LoadOptions& options) {
       return file_->rewrite_private(data, n, fn);
     };
     interleave_weights(weights_, rewrite, all_private);
-    if (options.bf16_products && active_isa() >= Isa::Avx512Bf16) round_f16_panels_to_bf16(weights_, rewrite);
+    if (options.bf16_products) round_f16_panels_to_bf16(weights_, rewrite);
   }
   for_each_linear(weights_, [&](WeightMatrix& m) {
     if (m.type == TensorType::I8) m.outlier_threshold = options.int8_threshold;

@@ -62,9 +62,9 @@ using WeightRewriter =
 // panels of 32. A view sharing a rewritten matrix's bytes (an embedding tied to the output) takes its layout.
 void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool floats = true);
 
-// For LoadOptions::bf16_products where the CPU has AVX-512 BF16: F16 matrices in panels, rounded through
-// `rewrite` to BF16 (to nearest even: 8 significant bits of 11); a view sharing their bytes (a tied embedding)
-// takes the new type.
+// For LoadOptions::bf16_products: F16 matrices in panels, rounded through `rewrite` to BF16 (to nearest even: 8
+// significant bits of 11); a view sharing their bytes (a tied embedding) takes the new type. Nothing below the
+// AVX-512 BF16 level, where no bf16 products would use them.
 void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite);
 
 class Model {

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <unordered_map>
 
-#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "core/memory_info.h"
@@ -396,7 +395,7 @@ std::shared_ptr<Model> make_synthetic_model(const ModelPreset& preset, const Syn
       return true;
     };
     interleave_weights(w, in_place);
-    if (options.bf16_products && active_isa() >= Isa::Avx512Bf16) round_f16_panels_to_bf16(w, in_place);
+    if (options.bf16_products) round_f16_panels_to_bf16(w, in_place);
   }
   std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(synthetic_vocab(preset.n_vocab));
   return Model::from_parts(preset_config(preset), std::move(w), std::move(tokenizer), std::move(storage), options);
