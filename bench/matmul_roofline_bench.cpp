@@ -4,6 +4,7 @@
 // the kernels' byte dot product). Best-of-N rather than means: the machine is shared and noise only slows.
 // Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 Q8_0x8 I8 INT4 INT4_G128 F16x32
 // Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
+// BF16x32p: BF16 panels with --bf16-products (activations rounded to bf16, vdpbf16ps; AVX-512 BF16 machines).
 // TESSERA_BENCH_TOKENS=1,16,512 picks the token counts (default 1,4,16,32,128,512).
 // TESSERA_BENCH_THREADS=1 times one thread by its CPU time, the steadier number on a busy machine.
 #include <immintrin.h>
@@ -129,10 +130,11 @@ struct Weights {
 
 // INT4 (group 32 or 128, rtn) or any GGUF/I8 type; with `interleaved`, rewritten as the model loader does
 // (kernels/interleave.h): groups of 8 rows for the block types, panels of 32 rows for the float types.
-Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = false) {
+Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = false, bool bf16_products = false) {
   Weights w;
   w.name = type == TensorType::INT4 ? "INT4_G" + std::to_string(group) : std::string(tensor_type_name(type));
   if (interleaved) w.name += interleaved_layout(type) == WeightLayout::Panel32 ? "x32" : "x8";
+  if (bf16_products) w.name += " bf16 products";
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
   std::vector<float> row(kNIn);
@@ -164,6 +166,7 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
     WeightMatrix m{type, kNOut, kNIn, w.data.get() + c * data_bytes, row_bytes,
                    type == TensorType::I8 ? w.scales.data() : nullptr};
     if (interleaved) m.layout = interleaved_layout(type);
+    m.bf16_products = bf16_products;
     if (type == TensorType::INT4) {
       m.group_size = int32_t(group);
       m.group_scales = w.group_params.data() + c * param_count;
@@ -191,6 +194,7 @@ int main(int argc, char** argv) {
     TensorType type;
     int64_t group = 0;
     bool interleaved = false;
+    bool bf16_products = false;  // vdpbf16ps with bf16-rounded activations (AVX-512 BF16 only)
   };
   std::vector<Spec> types;
   for (int i = 2; i < argc; ++i) {
@@ -204,6 +208,7 @@ int main(int argc, char** argv) {
     if (a == "Q6_Kx8") types.push_back({TensorType::Q6_K, 0, true});
     if (a == "F16x32") types.push_back({TensorType::F16, 0, true});
     if (a == "BF16x32") types.push_back({TensorType::BF16, 0, true});
+    if (a == "BF16x32p") types.push_back({TensorType::BF16, 0, true, true});
     for (TensorType t : {TensorType::Q8_0, TensorType::I8, TensorType::Q4_0, TensorType::F16, TensorType::Q4_K,
                          TensorType::Q6_K})
       if (a == tensor_type_name(t)) types.push_back({t, 0});
@@ -252,7 +257,7 @@ int main(int argc, char** argv) {
               pool.size(), std::string(isa_name(kernel_isa(active_isa()))).c_str(), reps,
               g_cpu_clock ? "thread CPU time" : "wall time");
   std::vector<Weights> ws;
-  for (const Spec& t : types) ws.push_back(make_weights(t.type, t.group, t.interleaved));
+  for (const Spec& t : types) ws.push_back(make_weights(t.type, t.group, t.interleaved, t.bf16_products));
   double bw = bandwidth_gbs(pool, slices, slice, 5), peak = int8_peak_gops(pool, 50);
   std::vector<std::vector<double>> best(ws.size(), std::vector<double>(token_counts.size(), 1e9));
   for (size_t k = 0; k < token_counts.size(); ++k) {

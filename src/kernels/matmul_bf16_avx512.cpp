@@ -8,7 +8,9 @@
 // lane order and permutes them into row order (exact moves) when it stores them. The activations are rounded
 // once per call (round_to_bf16), so each token's row of bf16 is a row of bf16 pairs: the 32-bit word p holds
 // x[2p] in its low half and x[2p + 1] in its high half, the order the unpacked weights pair them. An odd n_in
-// pairs the last k with a zero weight and a zero activation.
+// pairs the last k with a zero weight and a zero activation. Batches of more than kDirectTokens tokens get the
+// pairs in the order the packed tiles read them (PackedPairs), written once by the rounding for every thread and
+// every matrix that shares the input.
 //
 // Batch invariance: every element is one chain over the pairs in order from zero, acc = vdpbf16ps(acc, w, x)
 // for p = 0, 1, ..., whatever the tile, the token count or the thread split; a prompt's chunks of k leave their
@@ -23,7 +25,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_ymm_inl.h"
@@ -34,6 +35,41 @@ namespace tessera::kernels::avx512 {
 namespace {
 
 constexpr int64_t kSliceBytes = kPanelRows * 2;  // one k of a panel: 32 bf16
+
+// Up to this many tokens the tiles read each token's row of pairs (token t's pair p at t·n_pairs + p).
+constexpr int64_t kDirectTokens = 4;
+// Pairs per chunk of a prompt's rows, and tokens per block. A panel's chunk of weights (up to 256 KiB) stays in
+// L2 while the block's tiles pass over it, each tile reading its own chunk of pairs (up to 96 KiB) once per panel.
+// Long chunks start and store each tile's sums less often, and large blocks read the weights from memory fewer
+// times: per product on Zen 4 (512 tokens, 2 threads, three alternations), 2048 pairs and 180 tokens gave 435-453
+// GFLOP/s against 380-425 for the float panels' 256 pairs (their 512 k) and 120 tokens, 409-446 for 1024 pairs;
+// 1408-2816 pairs measured alike on the 2816 pairs of a 5632-long row, as did 240 tokens.
+constexpr int64_t kPairChunk = 2048;
+// 24 sums, two pair registers (and the two slices they are unpacked from) and a broadcast of the 32 registers;
+// 14 tokens (28 sums) measured no different in three alternations (Zen 4, TinyLlama BF16 prefill).
+constexpr int kPackedTokens = 12;
+constexpr int64_t kTokenBlock = 180;
+
+// Where larger batches keep their pairs: token blocks of kTokenBlock tokens, in each block its chunks of k, in
+// each chunk its tiles of kPackedTokens tokens (the block's last tile may be shorter), in each tile pair by pair
+// with the tile's tokens side by side. A tile's chunk is then one run of memory that it reads in order,
+// broadcasting one word per token and pair. Packing per thread (each thread copying every token for every
+// matrix it multiplies) took 4 % of a BF16 prefill's time, and up to half of the k and v projections' on the
+// thread that had them, with the loads from the rounded rows waiting on memory.
+struct PackedPairs {
+  int64_t n_tokens, n_pairs;
+  int64_t chunk() const { return n_pairs <= kPairChunk + kPairChunk / 4 ? n_pairs : kPairChunk; }
+  // The first pair of the tile of tokens from t (a multiple of kPackedTokens into its block) in the chunk from p0.
+  int64_t tile_at(int64_t t, int64_t p0) const {
+    const int64_t tb = t / kTokenBlock * kTokenBlock, block = std::min(kTokenBlock, n_tokens - tb);
+    const int64_t n_p = std::min(chunk(), n_pairs - p0);
+    return tb * n_pairs + block * p0 + (t - tb) * n_p;
+  }
+  int64_t tile_tokens(int64_t t) const {  // tokens of the tile that holds token t
+    const int64_t tb = t / kTokenBlock * kTokenBlock, tt = t - (t - tb) % kPackedTokens;
+    return std::min<int64_t>(kPackedTokens, std::min(kTokenBlock, n_tokens - tb) - (tt - tb));
+  }
+};
 
 TESSERA_INLINE inline __m512 dot_pairs(__m512 acc, __m512i w, __m512i x) {
   return _mm512_dpbf16_ps(acc, std::bit_cast<__m512bh>(w), std::bit_cast<__m512bh>(x));
@@ -150,33 +186,14 @@ void bf16_rows_direct(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     bf16_tile<NT, false>(a, r, 0, a.x_bf16, 0, n_pairs, true, nullptr);
 }
 
-// Pairs per chunk of a prompt's rows and tokens per block, as the float panels' (matmul_panel_inl.h) in k: a
-// block's chunk of packed pairs (120 tokens × 256 pairs, 120 KiB) stays in L2 while every panel of the
-// thread's rows passes over it, and a panel's chunk of weights (32 KiB) in L1 while the block's tiles pass.
-constexpr int64_t kPairChunk = 256;
-// 24 sums, two pair registers (and the two slices they are unpacked from) and a broadcast of the 32 registers;
-// 14 tokens (28 sums) measured no different in three alternations (Zen 4, TinyLlama BF16 prefill).
-constexpr int kPackedTokens = 12;
-constexpr int64_t kTokenBlock = 120;
-
 void bf16_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int NT = kPackedTokens;
-  const int64_t n_pairs = (a.n_in + 1) / 2;
-  const int64_t chunk = n_pairs <= kPairChunk + kPairChunk / 4 ? n_pairs : kPairChunk;
-  thread_local std::vector<uint32_t> packed;
-  if (packed.size() < size_t(kTokenBlock * chunk)) packed.resize(size_t(kTokenBlock * chunk));
+  const PackedPairs layout{a.n_tokens, (a.n_in + 1) / 2};
+  const int64_t n_pairs = layout.n_pairs, chunk = layout.chunk();
   for (int64_t tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
     const int64_t te = std::min(a.n_tokens, tb + kTokenBlock);
     for (int64_t p0 = 0; p0 < n_pairs; p0 += chunk) {
       const int64_t n_p = std::min(chunk, n_pairs - p0);
-      for (int64_t t = tb; t < te; t += NT) {  // tile by tile: pair p of tile token i at [(p − p0)·nt + i]
-        const int nt = int(std::min<int64_t>(NT, te - t));
-        uint32_t* xp = packed.data() + (t - tb) * n_p;
-        for (int i = 0; i < nt; ++i) {
-          const uint32_t* row = a.x_bf16 + (t + i) * n_pairs + p0;
-          for (int64_t p = 0; p < n_p; ++p) xp[p * nt + i] = row[p];
-        }
-      }
       for (int64_t r = row_begin; r < row_end; r += kPanelRows) {
         // The next panel (past row_end another thread's, which is harmless to request).
         const uint8_t* ahead = r + kPanelRows < a.n_out ? a.w + size_t(r / kPanelRows + 1) * kPanelRows * a.row_bytes
@@ -184,13 +201,14 @@ void bf16_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
         const int64_t n_tiles = (te - tb + NT - 1) / NT;
         int64_t t = tb;
         for (; t + NT <= te; t += NT) {
-          bf16_tile<NT, true>(a, r, t, packed.data() + (t - tb) * n_p, p0, n_p, p0 == 0, ahead, (t - tb) / NT, n_tiles);
+          bf16_tile<NT, true>(a, r, t, a.x_bf16 + layout.tile_at(t, p0), p0, n_p, p0 == 0, ahead, (t - tb) / NT,
+                              n_tiles);
         }
         static_for<NT - 1>([&](auto i) {
           constexpr int kRest = NT - 1 - decltype(i)::value;
           if (te - t == kRest) {
-            bf16_tile<kRest, true>(a, r, t, packed.data() + (t - tb) * n_p, p0, n_p, p0 == 0,
-                                   ahead, (t - tb) / NT, n_tiles);
+            bf16_tile<kRest, true>(a, r, t, a.x_bf16 + layout.tile_at(t, p0), p0, n_p, p0 == 0, ahead,
+                                   (t - tb) / NT, n_tiles);
           }
         });
       }
@@ -208,10 +226,49 @@ TESSERA_INLINE inline __m256i round_16(__m512 v) {
   return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
 }
 
+// 32 values from x, the pairs of the first n_floats (the rest zero): 16 words of bf16 pairs.
+TESSERA_INLINE inline __m512i round_pairs(const float* x, int64_t n_floats) {
+  __m512 lo, hi;
+  if (n_floats >= 32) {
+    lo = _mm512_loadu_ps(x);
+    hi = _mm512_loadu_ps(x + 16);
+  } else {
+    const int64_t n_lo = std::min<int64_t>(n_floats, 16), n_hi = n_floats - n_lo;
+    lo = _mm512_maskz_loadu_ps(__mmask16((1u << n_lo) - 1), x);
+    hi = _mm512_maskz_loadu_ps(__mmask16((1u << n_hi) - 1), x + 16);
+  }
+  return _mm512_inserti64x4(_mm512_zextsi256_si512(round_16(lo)), round_16(hi), 1);
+}
+
+// Tokens [t_begin, t_end) into PackedPairs' order: each token's 16 pairs at a time, scattered at its tile's
+// stride.
+void round_packed(const float* x, int64_t n_in, const PackedPairs& layout, int64_t t_begin, int64_t t_end,
+                  uint32_t* out) {
+  const int64_t chunk = layout.chunk();
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    const float* row = x + t * n_in;
+    const int64_t tb = t / kTokenBlock * kTokenBlock, tt = t - (t - tb) % kPackedTokens;
+    const int nt = int(layout.tile_tokens(t));
+    const __m512i stride = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(nt));
+    for (int64_t p0 = 0; p0 < layout.n_pairs; p0 += chunk) {
+      const int64_t p_end = std::min(layout.n_pairs, p0 + chunk);
+      uint32_t* tile = out + layout.tile_at(tt, p0) + (t - tt);
+      for (int64_t p = p0; p < p_end; p += 16) {
+        const __m512i v = round_pairs(row + 2 * p, n_in - 2 * p);
+        const int64_t n = std::min<int64_t>(16, p_end - p);
+        _mm512_mask_i32scatter_epi32(tile + (p - p0) * nt, __mmask16((1u << n) - 1), stride, v, 4);
+      }
+    }
+  }
+}
+
 }  // namespace
 
-void round_to_bf16(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, uint32_t* pairs) {
+void round_to_bf16(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end,
+                   uint32_t* pairs) {
   const int64_t stride = n_in + (n_in & 1);
+  if (n_tokens > kDirectTokens) return round_packed(x, n_in, PackedPairs{n_tokens, stride / 2}, t_begin, t_end, pairs);
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* row = x + t * n_in;
     // Written only by vector stores, which may alias the uint32_t pairs.
@@ -244,7 +301,7 @@ void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_
     case 2: return bf16_rows_direct<2>(args, row_begin, row_end);
     case 3: return bf16_rows_direct<3>(args, row_begin, row_end);
     case 4: return bf16_rows_direct<4>(args, row_begin, row_end);
-    default: return bf16_rows_packed(args, row_begin, row_end);
+    default: return bf16_rows_packed(args, row_begin, row_end);  // more than kDirectTokens
   }
 }
 

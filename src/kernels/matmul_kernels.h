@@ -40,8 +40,9 @@ struct MatmulArgs {
   size_t row_bytes = 0;
   const float* row_scales = nullptr;  // I8 and FP8 only
   const float* x = nullptr;           // [n_tokens, n_in] fp32, float weight types
-  // BF16 products only (WeightMatrix::bf16_products): x rounded to bf16, [n_tokens, (n_in + 1) / 2] pairs, word
-  // p holding x[2p] in its low half and x[2p + 1] (zero past an odd n_in) in its high half.
+  // BF16 products only (WeightMatrix::bf16_products): x rounded to bf16, n_tokens × (n_in + 1) / 2 pairs, word
+  // p holding x[2p] in its low half and x[2p + 1] (zero past an odd n_in) in its high half; up to 4 tokens row
+  // by row, more in the order of the kernel's tiles (matmul_bf16_avx512.cpp).
   const uint32_t* x_bf16 = nullptr;
   QuantizedActs xq;                   // quantized weight types
   int64_t n_tokens = 0;
@@ -81,9 +82,10 @@ void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
                    int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
 // AVX-512 BF16 only (matmul_bf16_avx512.cpp): BF16x32 matrices with bf16 products, and the activations they take
-// (tokens [t_begin, t_end) of x rounded to bf16 into MatmulArgs::x_bf16's layout).
+// (tokens [t_begin, t_end) of a batch of n_tokens rounded to bf16 into MatmulArgs::x_bf16's layout).
 void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
-void round_to_bf16(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, uint32_t* pairs);
+void round_to_bf16(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end,
+                   uint32_t* pairs);
 void round_f16_to_bf16(uint8_t* data, size_t n);  // interleave.h's, on zmm
 }  // namespace avx512
 

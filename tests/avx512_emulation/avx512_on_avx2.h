@@ -122,6 +122,13 @@ inline simde__m512 mm512_mask_i32gather_ps(simde__m512 src, uint16_t k, simde__m
   return r.vec();
 }
 
+inline void mm512_mask_i32scatter_epi32(void* base, uint16_t k, simde__m512i index, simde__m512i v, int scale) {
+  const auto idx = Lanes<int32_t, simde__m512i>::of(index);
+  const auto x = Lanes<int32_t, simde__m512i>::of(v);
+  for (int i = 0; i < 16; ++i)
+    if (bit(k, i)) std::memcpy(static_cast<char*>(base) + static_cast<int64_t>(idx.v[i]) * scale, &x.v[i], 4);
+}
+
 inline uint16_t mm512_cmplt_epi32_mask(simde__m512i a, simde__m512i b) {
   const auto x = Lanes<int32_t, simde__m512i>::of(a), y = Lanes<int32_t, simde__m512i>::of(b);
   uint16_t k = 0;
@@ -222,6 +229,8 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_mask_storeu_ps TESSERA_EMULATED(mm512_mask_storeu_ps)
 #undef _mm512_mask_i32gather_ps
 #define _mm512_mask_i32gather_ps TESSERA_EMULATED(mm512_mask_i32gather_ps)
+#undef _mm512_mask_i32scatter_epi32
+#define _mm512_mask_i32scatter_epi32 TESSERA_EMULATED(mm512_mask_i32scatter_epi32)
 #undef _mm512_cmplt_epi32_mask
 #define _mm512_cmplt_epi32_mask TESSERA_EMULATED(mm512_cmplt_epi32_mask)
 #undef _mm512_cvtepi32_ps

@@ -280,11 +280,12 @@ TEST(InterleavePanels, TokenBlocksAndVectorWidthsGiveTheSameBits) {
 // BF16 panels with bf16 products (WeightMatrix::bf16_products), at the levels with AVX-512 BF16: each element
 // within fp32 rounding of the stored weights times the activations rounded to bf16 (and not of the unrounded
 // activations, which the fp32 path multiplies), and bit-identical alone or in any batch or thread split, for an
-// even n_in, an odd one (the last k paired with zero) and one longer than a chunk of pairs.
+// even n_in, odd ones (the last k paired with zero) and one longer than a chunk of pairs (2048 pairs, or a whole
+// row up to 2560), over more tokens than a block (180: a block of 10 follows, with one narrower tile).
 TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
   if (detected_isa() < Isa::Avx512Bf16) GTEST_SKIP() << "no AVX-512 BF16";
-  for (const int64_t n_in : {96, 101, 1030}) {
-    const int64_t n_out = 3 * kPanelRows, n_tokens = 130;
+  for (const int64_t n_in : {96, 101, 1030, 5125}) {
+    const int64_t n_out = 3 * kPanelRows, n_tokens = 190;
     Interleaved m = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(40 + n_in));
     m.view.bf16_products = true;
     const auto x = random_floats(size_t(n_tokens * n_in), 41);
