@@ -152,6 +152,15 @@ const uint32_t* round_shared_bf16(const float* x, int64_t n_in, int64_t n_tokens
   return out;
 }
 
+// x in the float panel tiles' order at this kernel level (MatmulArgs::x_packed) into this thread's scratch.
+const float* pack_shared_floats(const float* x, int64_t n_in, int64_t n_tokens, bool avx512, ThreadPool& pool) {
+  thread_local std::vector<float> packed;
+  float* out = grow(packed, static_cast<size_t>(n_tokens * n_in));
+  const auto pack = avx512 ? kernels::avx512::pack_panel_acts : kernels::avx2::pack_panel_acts;
+  prepare_tokens(n_tokens, n_in, pool, [&](int64_t begin, int64_t end) { pack(x, n_in, n_tokens, begin, end, out); });
+  return out;
+}
+
 // Matrices that take the fast path: a kernel type at a vector ISA level; not INT4, nor FP8 in rows
 // (matmul_lowbit). FP8 in panels is a float panel type with row scales.
 bool has_fast_kernel(const WeightMatrix& w, Isa level, KernelType* type) {
@@ -260,6 +269,11 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   const kernels::QuantizedActs xq = quantize_shared(kind, x, n_in, n_tokens, targets[0].w->outlier_threshold,
                                                     quant_fn, pool);
   const uint32_t* x_bf16 = kind == ActKind::Bf16 ? round_shared_bf16(x, n_in, n_tokens, pool) : nullptr;
+  bool float_panels = false;
+  for (const MatmulTarget& t : targets) float_panels = float_panels || t.w->layout == WeightLayout::Panel32;
+  const float* x_packed = kind == ActKind::Float && float_panels && n_tokens > kernels::kPanelDirectTokens
+                              ? pack_shared_floats(x, n_in, n_tokens, avx512, pool)
+                              : nullptr;
 
   // At most three targets in practice (q, k, v); a small fixed array keeps the call free of heap allocation.
   constexpr size_t kMaxTargets = 8;
@@ -285,6 +299,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     a.row_scales = w.row_scales;
     a.x = x;
     a.x_bf16 = x_bf16;
+    a.x_packed = x_packed;
     a.xq = xq;
     a.n_tokens = n_tokens;
     a.y = targets[j].y;

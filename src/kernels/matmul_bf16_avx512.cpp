@@ -8,8 +8,8 @@
 // lane order and permutes them into row order (exact moves) when it stores them. The activations are rounded
 // once per call (round_to_bf16), so each token's row of bf16 is a row of bf16 pairs: the 32-bit word p holds
 // x[2p] in its low half and x[2p + 1] in its high half, the order the unpacked weights pair them. An odd n_in
-// pairs the last k with a zero weight and a zero activation. Batches of more than kDirectTokens tokens get the
-// pairs in the order the packed tiles read them (PackedPairs), written once by the rounding for every thread and
+// pairs the last k with a zero weight and a zero activation. Batches of more than kPanelDirectTokens tokens get the
+// pairs in the order the packed tiles read them (tile_order.h), written once by the rounding for every thread and
 // every matrix that shares the input.
 //
 // Batch invariance: every element is one chain over the pairs in order from zero, acc = vdpbf16ps(acc, w, x)
@@ -30,14 +30,13 @@
 #include "kernels/matmul_ymm_inl.h"
 #include "kernels/matmul_zmm_inl.h"
 #include "kernels/static_for.h"
+#include "kernels/tile_order.h"
 
 namespace tessera::kernels::avx512 {
 namespace {
 
 constexpr int64_t kSliceBytes = kPanelRows * 2;  // one k of a panel: 32 bf16
 
-// Up to this many tokens the tiles read each token's row of pairs (token t's pair p at t·n_pairs + p).
-constexpr int64_t kDirectTokens = 4;
 // Pairs per chunk of a prompt's rows, and tokens per block. A panel's chunk of weights (up to 256 KiB) stays in
 // L2 while the block's tiles pass over it, each tile reading its own chunk of pairs (up to 96 KiB) once per panel.
 // Long chunks start and store each tile's sums less often, and large blocks read the weights from memory fewer
@@ -50,26 +49,10 @@ constexpr int64_t kPairChunk = 2048;
 constexpr int kPackedTokens = 12;
 constexpr int64_t kTokenBlock = 180;
 
-// Where larger batches keep their pairs: token blocks of kTokenBlock tokens, in each block its chunks of k, in
-// each chunk its tiles of kPackedTokens tokens (the block's last tile may be shorter), in each tile pair by pair
-// with the tile's tokens side by side. A tile's chunk is then one run of memory that it reads in order,
-// broadcasting one word per token and pair. Packing per thread (each thread copying every token for every
-// matrix it multiplies) took 4 % of a BF16 prefill's time, and up to half of the k and v projections' on the
-// thread that had them, with the loads from the rounded rows waiting on memory.
-struct PackedPairs {
-  int64_t n_tokens, n_pairs;
-  int64_t chunk() const { return n_pairs <= kPairChunk + kPairChunk / 4 ? n_pairs : kPairChunk; }
-  // The first pair of the tile of tokens from t (a multiple of kPackedTokens into its block) in the chunk from p0.
-  int64_t tile_at(int64_t t, int64_t p0) const {
-    const int64_t tb = t / kTokenBlock * kTokenBlock, block = std::min(kTokenBlock, n_tokens - tb);
-    const int64_t n_p = std::min(chunk(), n_pairs - p0);
-    return tb * n_pairs + block * p0 + (t - tb) * n_p;
-  }
-  int64_t tile_tokens(int64_t t) const {  // tokens of the tile that holds token t
-    const int64_t tb = t / kTokenBlock * kTokenBlock, tt = t - (t - tb) % kPackedTokens;
-    return std::min<int64_t>(kPackedTokens, std::min(kTokenBlock, n_tokens - tb) - (tt - tb));
-  }
-};
+// Larger batches keep their pairs in the packed tiles' order (tile_order.h).
+TileOrder pair_order(int64_t n_tokens, int64_t n_pairs) {
+  return TileOrder{n_tokens, n_pairs, kPairChunk, kTokenBlock, kPackedTokens};
+}
 
 TESSERA_INLINE inline __m512 dot_pairs(__m512 acc, __m512i w, __m512i x) {
   return _mm512_dpbf16_ps(acc, std::bit_cast<__m512bh>(w), std::bit_cast<__m512bh>(x));
@@ -188,8 +171,8 @@ void bf16_rows_direct(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 
 void bf16_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int NT = kPackedTokens;
-  const PackedPairs layout{a.n_tokens, (a.n_in + 1) / 2};
-  const int64_t n_pairs = layout.n_pairs, chunk = layout.chunk();
+  const TileOrder layout = pair_order(a.n_tokens, (a.n_in + 1) / 2);
+  const int64_t n_pairs = layout.n_values, chunk = layout.chunk();
   for (int64_t tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
     const int64_t te = std::min(a.n_tokens, tb + kTokenBlock);
     for (int64_t p0 = 0; p0 < n_pairs; p0 += chunk) {
@@ -240,26 +223,20 @@ TESSERA_INLINE inline __m512i round_pairs(const float* x, int64_t n_floats) {
   return _mm512_inserti64x4(_mm512_zextsi256_si512(round_16(lo)), round_16(hi), 1);
 }
 
-// Tokens [t_begin, t_end) into PackedPairs' order: each token's 16 pairs at a time, scattered at its tile's
-// stride.
-void round_packed(const float* x, int64_t n_in, const PackedPairs& layout, int64_t t_begin, int64_t t_end,
+// Tokens [t_begin, t_end) into the tiles' order: each token's 16 pairs at a time, scattered at its tile's stride.
+void round_packed(const float* x, int64_t n_in, const TileOrder& layout, int64_t t_begin, int64_t t_end,
                   uint32_t* out) {
-  const int64_t chunk = layout.chunk();
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* row = x + t * n_in;
-    const int64_t tb = t / kTokenBlock * kTokenBlock, tt = t - (t - tb) % kPackedTokens;
-    const int nt = int(layout.tile_tokens(t));
-    const __m512i stride = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                              _mm512_set1_epi32(nt));
-    for (int64_t p0 = 0; p0 < layout.n_pairs; p0 += chunk) {
-      const int64_t p_end = std::min(layout.n_pairs, p0 + chunk);
-      uint32_t* tile = out + layout.tile_at(tt, p0) + (t - tt);
+    layout.for_each_chunk(t, [&](int64_t p0, int64_t p_end, int64_t at, int64_t nt) {
+      const __m512i stride = _mm512_mullo_epi32(
+          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int32_t(nt)));
       for (int64_t p = p0; p < p_end; p += 16) {
         const __m512i v = round_pairs(row + 2 * p, n_in - 2 * p);
         const int64_t n = std::min<int64_t>(16, p_end - p);
-        _mm512_mask_i32scatter_epi32(tile + (p - p0) * nt, __mmask16((1u << n) - 1), stride, v, 4);
+        _mm512_mask_i32scatter_epi32(out + at + (p - p0) * nt, __mmask16((1u << n) - 1), stride, v, 4);
       }
-    }
+    });
   }
 }
 
@@ -268,7 +245,7 @@ void round_packed(const float* x, int64_t n_in, const PackedPairs& layout, int64
 void round_to_bf16(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end,
                    uint32_t* pairs) {
   const int64_t stride = n_in + (n_in & 1);
-  if (n_tokens > kDirectTokens) return round_packed(x, n_in, PackedPairs{n_tokens, stride / 2}, t_begin, t_end, pairs);
+  if (n_tokens > kPanelDirectTokens) return round_packed(x, n_in, pair_order(n_tokens, stride / 2), t_begin, t_end, pairs);
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* row = x + t * n_in;
     // Written only by vector stores, which may alias the uint32_t pairs.
@@ -301,7 +278,7 @@ void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_
     case 2: return bf16_rows_direct<2>(args, row_begin, row_end);
     case 3: return bf16_rows_direct<3>(args, row_begin, row_end);
     case 4: return bf16_rows_direct<4>(args, row_begin, row_end);
-    default: return bf16_rows_packed(args, row_begin, row_end);  // more than kDirectTokens
+    default: return bf16_rows_packed(args, row_begin, row_end);  // more than kPanelDirectTokens
   }
 }
 

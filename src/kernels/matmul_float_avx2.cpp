@@ -20,6 +20,10 @@ struct PanelYmm {
   using V = __m256;
   static constexpr int kLanes = 8;
   static constexpr int kPackedVectors = 2, kPackedTokens = 6;
+  // k per chunk and tokens per block of a prompt (matmul_panel_inl.h): a block's chunk of activations (120 ×
+  // 512 floats, 240 KiB) stays in a Zen 3 core's 512 KiB L2 while the tiles of rows pass over it, and a tile's
+  // chunk of weights (16 rows × 512 values, 16 KiB of F16) in L1 while the block's token tiles pass.
+  static constexpr int64_t kChunk = 512, kBlockTokens = 120;
   static constexpr int direct_vectors(int n_tokens) { return n_tokens == 1 ? 8 : n_tokens == 2 ? 4 : 2; }
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float f) { return _mm256_set1_ps(f); }
@@ -43,6 +47,10 @@ struct PanelYmm {
 };
 
 }  // namespace
+
+void pack_panel_acts(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end, float* out) {
+  pack_panel_tokens<PanelYmm>(x, n_in, n_tokens, t_begin, t_end, out);
+}
 
 void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
   switch (args.type) {

@@ -33,6 +33,10 @@ using tessera::KernelType;
 // Rows per panel of the float panel layout (kernels/interleave.h).
 constexpr int kPanelRows = 32;
 
+// Up to this many tokens the panel tiles (float and bf16 products) read each token's row of activations; more
+// take the packed tiles, which read them in tile_order.h's order.
+constexpr int64_t kPanelDirectTokens = 4;
+
 struct MatmulArgs {
   KernelType type = KernelType::F32;
   int64_t n_in = 0;
@@ -41,9 +45,12 @@ struct MatmulArgs {
   const float* row_scales = nullptr;  // I8 and FP8 only
   const float* x = nullptr;           // [n_tokens, n_in] fp32, float weight types
   // BF16 products only (WeightMatrix::bf16_products): x rounded to bf16, n_tokens × (n_in + 1) / 2 pairs, word
-  // p holding x[2p] in its low half and x[2p + 1] (zero past an odd n_in) in its high half; up to 4 tokens row
-  // by row, more in the order of the kernel's tiles (matmul_bf16_avx512.cpp).
+  // p holding x[2p] in its low half and x[2p + 1] (zero past an odd n_in) in its high half; up to
+  // kPanelDirectTokens tokens row by row, more in the packed tiles' order (tile_order.h).
   const uint32_t* x_bf16 = nullptr;
+  // Float panels (matmul_panel_inl.h) with more than kPanelDirectTokens tokens: x in the packed tiles' order
+  // (tile_order.h), written once per call by pack_panel_acts of the kernels' ISA level.
+  const float* x_packed = nullptr;
   QuantizedActs xq;                   // quantized weight types
   int64_t n_tokens = 0;
   float* y = nullptr;                 // [n_tokens, n_out]
@@ -65,6 +72,8 @@ using QuantizeActsFn = void (*)(const float* x, int64_t n_in, int64_t t_begin, i
 // matmul.cpp picks one per matrix (rows_kernel).
 namespace avx2 {
 void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);   // F32, F16, BF16 and x32, FP8x32
+// Tokens [t_begin, t_end) of a batch of n_tokens into the float panel tiles' order at this level (tile_order.h).
+void pack_panel_acts(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end, float* out);
 void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);    // Q8_0, Q8_0x8
 void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);    // Q4_0, Q4_0x8
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);  // Q4_K, Q6_K and x8
@@ -75,6 +84,7 @@ void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end,
 
 namespace avx512 {
 void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void pack_panel_acts(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end, float* out);
 void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);

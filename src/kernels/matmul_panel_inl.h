@@ -20,6 +20,7 @@
 
 #include "kernels/fp8_fp16_inl.h"
 #include "kernels/matmul_ymm_inl.h"
+#include "kernels/tile_order.h"
 
 namespace tessera::kernels {
 namespace {
@@ -168,18 +169,23 @@ void panel_rows_direct(const MatmulArgs& a, int64_t t0, int64_t r, int64_t r_end
   }
 }
 
-// k values per chunk of a prompt's rows, and tokens per block: a block's chunk of packed activations
-// (kPanelTokenBlock × kPanelChunk floats, 240 KiB) stays in L2 while every tile of the thread's rows passes over
-// it, and a tile's chunk of weights (32 rows × 512 values, 32 KiB of F16) in L1 while the block's token tiles
-// pass over it.
-constexpr int64_t kPanelChunk = 512;
-constexpr int64_t kPanelTokenBlock = 120;
+// A prompt's activations in the packed tiles' order (tile_order.h), with the chunk of k and the token block of
+// PV (kChunk, kBlockTokens): a tile of rows computes a chunk for every token tile of a block before the next
+// chunk, so the chunk's weights stay in cache while the block's tiles pass over them.
+template <typename PV>
+TileOrder panel_order(int64_t n_tokens, int64_t n_in) {
+  return TileOrder{n_tokens, n_in, PV::kChunk, PV::kBlockTokens / PV::kPackedTokens * PV::kPackedTokens,
+                   PV::kPackedTokens};
+}
 
-// Packs tokens [t, t + nt) of x over k in [k0, k0 + n_k) as xp[(k - k0) · nt + i].
-inline void pack_panel_tile(const MatmulArgs& a, int64_t t, int nt, int64_t k0, int64_t n_k, float* xp) {
-  for (int i = 0; i < nt; ++i) {
-    const float* x = a.x + (t + i) * a.n_in + k0;
-    for (int64_t k = 0; k < n_k; ++k) xp[k * nt + i] = x[k];
+template <typename PV>
+void pack_panel_tokens(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end, float* out) {
+  const TileOrder order = panel_order<PV>(n_tokens, n_in);
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    const float* row = x + t * n_in;
+    order.for_each_chunk(t, [&](int64_t k0, int64_t k_end, int64_t at, int64_t nt) {
+      for (int64_t k = k0; k < k_end; ++k) out[at + (k - k0) * nt] = row[k];
+    });
   }
 }
 
@@ -188,17 +194,12 @@ void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
   constexpr int NV = PV::kPackedVectors, NT = PV::kPackedTokens;
   constexpr int64_t L = PV::kLanes;
   static_assert((NV * L) % kPanelRows == 0 || kPanelRows % (NV * L) == 0);
-  thread_local std::vector<float> packed;
-  const int64_t chunk = a.n_in <= kPanelChunk + kPanelChunk / 4 ? a.n_in : kPanelChunk;
-  const int64_t block = kPanelTokenBlock / NT * NT;
-  if (packed.size() < size_t(block * chunk)) packed.resize(size_t(block * chunk));
-  for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
-    const int64_t te = std::min(a.n_tokens, tb + block);
+  const TileOrder order = panel_order<PV>(a.n_tokens, a.n_in);
+  const int64_t chunk = order.chunk();
+  for (int64_t tb = 0; tb < a.n_tokens; tb += order.block_tokens) {
+    const int64_t te = tb + order.block(tb);
     for (int64_t k0 = 0; k0 < a.n_in; k0 += chunk) {
       const int64_t n_k = std::min(chunk, a.n_in - k0);
-      for (int64_t t = tb; t < te; t += NT) {
-        pack_panel_tile(a, t, int(std::min<int64_t>(NT, te - t)), k0, n_k, packed.data() + (t - tb) * n_k);
-      }
       for (int64_t r = row_begin; r < row_end; r += NV * L) {
         // The next tile of rows: the rest of this panel, or the next panel (past row_end: another thread's, which
         // is harmless to request).
@@ -208,13 +209,14 @@ void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
         if (next >= a.n_out) ahead = nullptr;
         int64_t t = tb;
         for (; t + NT <= te; t += NT) {
-          panel_tile_packed<PV, T, NV, NT>(a, r, t, packed.data() + (t - tb) * n_k, k0, n_k, k0 == 0, t == tb ? ahead : nullptr);
+          panel_tile_packed<PV, T, NV, NT>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k, k0 == 0,
+                                           t == tb ? ahead : nullptr);
         }
         static_for<NT - 1>([&](auto i) {
           constexpr int kRest = NT - 1 - decltype(i)::value;
           if (te - t == kRest) {
-            panel_tile_packed<PV, T, NV, kRest>(a, r, t, packed.data() + (t - tb) * n_k, k0, n_k, k0 == 0,
-                                            t == tb ? ahead : nullptr);
+            panel_tile_packed<PV, T, NV, kRest>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k, k0 == 0,
+                                                t == tb ? ahead : nullptr);
           }
         });
       }
@@ -225,6 +227,7 @@ void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
 // Rows [row_begin, row_end), whole panels, of a panel matrix for every token.
 template <typename PV, KernelType T>
 void panel_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  static_assert(kPanelDirectTokens == 4);
   switch (a.n_tokens) {
     case 1: return panel_rows_direct<PV, T, 1>(a, 0, row_begin, row_end);
     case 2: return panel_rows_direct<PV, T, 2>(a, 0, row_begin, row_end);

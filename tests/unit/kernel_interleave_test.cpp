@@ -254,24 +254,29 @@ TEST_P(InterleaveType, WideBatchesMatchReferenceAndGiveTheSameBits) {
   }
 }
 
-// Panels take a prompt in blocks of 120 tokens: 130 tokens end with a block of 10, one narrower tile, and every
-// token still gets the bits it gets alone; the AVX2 and AVX-512 tiles (8 and 16 lanes, other tile shapes) give
-// the same bits as each other, every element being one FMA chain over k in order.
+// Panels take a prompt in blocks of 120 (AVX2) or 180 tokens (AVX-512) and chunks of 512 or 2048 k (a whole row
+// up to 640 or 2560): 190 tokens end with a block of 70 or 10, narrower tiles, and rows of 2600 take several
+// chunks at both levels. Every token still gets the bits it gets alone, and the AVX2 and AVX-512 tiles (8 and 16
+// lanes, other tile shapes, other chunks) give the same bits as each other, every element being one FMA chain
+// over k in order.
 TEST(InterleavePanels, TokenBlocksAndVectorWidthsGiveTheSameBits) {
   for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::FP8_E4M3}) {
-    const int64_t n_in = 100, n_out = 2 * kPanelRows, n_tokens = 130;
-    const Interleaved m = make_interleaved(type, n_out, n_in, 35);
-    const auto x = random_floats(size_t(n_tokens * n_in), 36);
-    std::vector<float> first;
-    for (const Isa isa : kernel_isas()) {
-      if (isa == Isa::Scalar || isa > detected_isa()) continue;
-      const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa);
-      expect_batch_equals_alone(m, x, n_tokens, alone, isa);
-      if (first.empty()) {
-        first = alone;
-      } else {
-        EXPECT_EQ(0, std::memcmp(first.data(), alone.data(), sizeof(float) * alone.size()))
-            << tensor_type_name(type) << ": " << isa_name(isa) << " differs from the 256-bit tiles";
+    for (const int64_t n_in : {100, 2600}) {
+      const int64_t n_out = 2 * kPanelRows, n_tokens = 190;
+      const Interleaved m = make_interleaved(type, n_out, n_in, 35);
+      const auto x = random_floats(size_t(n_tokens * n_in), 36);
+      std::vector<float> first;
+      for (const Isa isa : kernel_isas()) {
+        if (isa == Isa::Scalar || isa > detected_isa()) continue;
+        const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa);
+        expect_batch_equals_alone(m, x, n_tokens, alone, isa);
+        if (first.empty()) {
+          first = alone;
+        } else {
+          EXPECT_EQ(0, std::memcmp(first.data(), alone.data(), sizeof(float) * alone.size()))
+              << tensor_type_name(type) << ", n_in " << n_in << ": " << isa_name(isa)
+              << " differs from the 256-bit tiles";
+        }
       }
     }
   }
