@@ -40,9 +40,9 @@ constexpr int64_t kSliceBytes = kPanelRows * 2;  // one k of a panel: 32 bf16
 // Pairs per chunk of a prompt's rows, and tokens per block. A panel's chunk of weights (up to 256 KiB) stays in
 // L2 while the block's tiles pass over it, each tile reading its own chunk of pairs (up to 96 KiB) once per panel.
 // Long chunks start and store each tile's sums less often, and large blocks read the weights from memory fewer
-// times: per product on Zen 4 (512 tokens, 2 threads, three alternations), 2048 pairs and 180 tokens gave 435-453
-// GFLOP/s against 380-425 for the float panels' 256 pairs (their 512 k) and 120 tokens, 409-446 for 1024 pairs;
-// 1408-2816 pairs measured alike on the 2816 pairs of a 5632-long row, as did 240 tokens.
+// times: per product on Zen 4 (128 and 512 tokens, 2 threads, three alternations), 2048 pairs and 180 tokens gave
+// 432-452 GFLOP/s against 380-429 for the constants before, 256 pairs and 120 tokens, and 396-443
+// for 1024 pairs; 1408-2816 pairs measured alike on the 2816 pairs of a 5632-long row, as did 240 tokens.
 constexpr int64_t kPairChunk = 2048;
 // 24 sums, two pair registers (and the two slices they are unpacked from) and a broadcast of the 32 registers;
 // 14 tokens (28 sums) measured no different in three alternations (Zen 4, TinyLlama BF16 prefill).
@@ -273,6 +273,7 @@ void round_f16_to_bf16(uint8_t* data, size_t n) {
 }
 
 void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
+  static_assert(kPanelDirectTokens == 4);  // round_to_bf16's row-by-row layout: the direct tiles below
   switch (args.n_tokens) {
     case 1: return bf16_rows_direct<1>(args, row_begin, row_end);
     case 2: return bf16_rows_direct<2>(args, row_begin, row_end);
