@@ -147,8 +147,9 @@ void prepare_tokens(int64_t n_tokens, int64_t n_in, ThreadPool& pool, F&& prepar
 const uint32_t* round_shared_bf16(const float* x, int64_t n_in, int64_t n_tokens, ThreadPool& pool) {
   thread_local std::vector<uint32_t> pairs;
   uint32_t* out = grow(pairs, static_cast<size_t>(n_tokens * ((n_in + 1) / 2)));
-  prepare_tokens(n_tokens, n_in, pool,
-                 [&](int64_t begin, int64_t end) { kernels::avx512::round_to_bf16(x, n_in, n_tokens, begin, end, out); });
+  prepare_tokens(n_tokens, n_in, pool, [&](int64_t begin, int64_t end) {
+    kernels::avx512::round_to_bf16(x, n_in, n_tokens, begin, end, out);
+  });
   return out;
 }
 

@@ -245,7 +245,9 @@ void round_packed(const float* x, int64_t n_in, const TileOrder& layout, int64_t
 void round_to_bf16(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end,
                    uint32_t* pairs) {
   const int64_t stride = n_in + (n_in & 1);
-  if (n_tokens > kPanelDirectTokens) return round_packed(x, n_in, pair_order(n_tokens, stride / 2), t_begin, t_end, pairs);
+  if (n_tokens > kPanelDirectTokens) {
+    return round_packed(x, n_in, pair_order(n_tokens, stride / 2), t_begin, t_end, pairs);
+  }
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* row = x + t * n_in;
     // Written only by vector stores, which may alias the uint32_t pairs.

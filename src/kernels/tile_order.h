@@ -43,12 +43,14 @@ struct TileOrder {
     return std::min(tile_tokens, block(tb) - (tt - tb));
   }
 
-  // Token t's values [k0, k0 + n) of a chunk from k0 go to out + tile_at + (t - tile) + (k - k0)·tile count.
-  // Visits (chunk start, its end, where token t's first value of the chunk goes, the stride) for token t.
+  // f(k0, k_end, at, stride) for each chunk [k0, k_end) of token t: its value k goes to at + (k − k0)·stride
+  // (stride: the token count of t's tile).
   template <typename F>
   void for_each_chunk(int64_t t, F&& f) const {
     const int64_t tt = tile_of(t), stride = tokens_of_tile(tt), step = chunk();
-    for (int64_t k0 = 0; k0 < n_values; k0 += step) f(k0, std::min(n_values, k0 + step), tile_at(tt, k0) + (t - tt), stride);
+    for (int64_t k0 = 0; k0 < n_values; k0 += step) {
+      f(k0, std::min(n_values, k0 + step), tile_at(tt, k0) + (t - tt), stride);
+    }
   }
 };
 
