@@ -47,11 +47,29 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
+float max_abs(const std::vector<float>& v) {
+  float m = 0.0f;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
 const ModelPreset& preset(std::string_view name) {
   const ModelPreset* p = find_model_preset(name);
   EXPECT_NE(p, nullptr) << name;
   return *p;
 }
+
+// A test-tiny model of one weight type written to a temporary file, the file's bytes as written, and a prompt.
+struct TinyModelFile {
+  const ModelPreset& p = preset("test-tiny");
+  TempFile file;
+  std::string before;
+  std::vector<int32_t> prompt = {1, 300, 17, 42, 99};
+  TinyModelFile(TensorType type, const std::string& stem) : file(stem) {
+    write_synthetic_model(p, plan_synthetic_model(p, type, 3), file.path, nullptr, test_pool());
+    before = read_file(file.path);
+  }
+};
 
 // The published configurations (config.json on Hugging Face), written out again independently of presets.cpp.
 struct Published {
@@ -227,30 +245,25 @@ TEST(SyntheticModel, WritesLoadsAndRunsEveryType) {
 TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
   for (const TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8}) {
     SCOPED_TRACE(tensor_type_name(type));
-    const ModelPreset& p = preset("test-tiny");
-    TempFile file("interleave");
-    write_synthetic_model(p, plan_synthetic_model(p, type, 3), file.path, nullptr, test_pool());
-    const std::string before = read_file(file.path);
-    const std::vector<int32_t> prompt = {1, 300, 17, 42, 99};
+    const TinyModelFile tiny(type, "interleave");
     {
-      const auto model = Model::load(file.path);
+      const auto model = Model::load(tiny.file.path);
       for (const WeightMatrix* m : {&model->weights().layers[0].wq, &model->weights().layers[1].w_down,
                                     &model->weights().output}) {
         EXPECT_EQ(m->layout, WeightLayout::Interleaved8);
       }
       EXPECT_EQ(model->weights().token_embd.layout,
-                p.tied_output ? WeightLayout::Interleaved8 : WeightLayout::Rows);  // only looked up unless tied
-      const std::vector<float> a = logits_of(model, prompt);
+                tiny.p.tied_output ? WeightLayout::Interleaved8 : WeightLayout::Rows);  // only looked up unless tied
+      const std::vector<float> a = logits_of(model, tiny.prompt);
       // The rewritten pages replaced the file's pages in the mapping: resident no more than the file.
       EXPECT_LE(resident_bytes_of_mapping(model->file()->bytes()), (model->file()->file_size() + 4095) / 4096 * 4096);
-      EXPECT_EQ(read_file(file.path), before);  // while mapped and rewritten
+      EXPECT_EQ(read_file(tiny.file.path), tiny.before);  // while mapped and rewritten
 
-      const auto plain = Model::load(file.path, LoadOptions{.interleave_rows = false});
+      const auto plain = Model::load(tiny.file.path, LoadOptions{.interleave_rows = false});
       EXPECT_EQ(plain->weights().layers[0].wq.layout, WeightLayout::Rows);
-      const std::vector<float> b = logits_of(plain, prompt);
+      const std::vector<float> b = logits_of(plain, tiny.prompt);
       ASSERT_EQ(a.size(), b.size());
-      float scale = 0.0f;
-      for (float x : b) scale = std::max(scale, std::fabs(x));
+      const float scale = max_abs(b);
       for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * scale) << i;
       if (type == TensorType::I8) {
         EXPECT_EQ(a, b);  // the same int32 row sums and the same final multiply
@@ -258,7 +271,7 @@ TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
         EXPECT_NE(a, b);  // block scales applied in a different order: the interleaved kernels really ran
       }
     }
-    EXPECT_EQ(read_file(file.path), before);
+    EXPECT_EQ(read_file(tiny.file.path), tiny.before);
   }
 }
 
@@ -268,15 +281,11 @@ TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
 TEST(SyntheticModel, Bf16ProductsTakeBf16AndF16Panels) {
   for (const TensorType type : {TensorType::BF16, TensorType::F16}) {
     SCOPED_TRACE(tensor_type_name(type));
-    const ModelPreset& p = preset("test-tiny");
-    TempFile file("bf16_products");
-    write_synthetic_model(p, plan_synthetic_model(p, type, 3), file.path, nullptr, test_pool());
-    const std::string before = read_file(file.path);
-    const std::vector<int32_t> prompt = {1, 300, 17, 42, 99};
-    const auto exact = Model::load(file.path);
-    const auto fast = Model::load(file.path, LoadOptions{.bf16_products = true});
+    const TinyModelFile tiny(type, "bf16_products");
+    const auto exact = Model::load(tiny.file.path);
+    const auto fast = Model::load(tiny.file.path, LoadOptions{.bf16_products = true});
     EXPECT_EQ(exact->n_bf16_product_matrices(), 0);
-    const std::vector<float> a = logits_of(exact, prompt), b = logits_of(fast, prompt);
+    const std::vector<float> a = logits_of(exact, tiny.prompt), b = logits_of(fast, tiny.prompt);
     const int64_t n_linear = 7 * int64_t(fast->weights().layers.size()) + 1;
     if (active_isa() < Isa::Avx512Bf16) {
       EXPECT_EQ(fast->n_bf16_product_matrices(), type == TensorType::BF16 ? n_linear : 0);  // marked, not taken
@@ -285,14 +294,13 @@ TEST(SyntheticModel, Bf16ProductsTakeBf16AndF16Panels) {
     } else {
       EXPECT_EQ(fast->n_bf16_product_matrices(), n_linear);
       EXPECT_EQ(fast->weights().layers[0].wq.type, TensorType::BF16);
-      EXPECT_EQ(fast->weights().token_embd.type, p.tied_output ? TensorType::BF16 : type);
+      EXPECT_EQ(fast->weights().token_embd.type, tiny.p.tied_output ? TensorType::BF16 : type);
       ASSERT_EQ(a.size(), b.size());
-      float scale = 0.0f;
-      for (float x : a) scale = std::max(scale, std::fabs(x));
+      const float scale = max_abs(a);
       for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-2f * scale) << i;
       EXPECT_NE(a, b);
     }
-    EXPECT_EQ(read_file(file.path), before);
+    EXPECT_EQ(read_file(tiny.file.path), tiny.before);
   }
 }
 
