@@ -173,15 +173,9 @@ template <int NV>
 void value_rows(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const float* v, int64_t stride,
                 float* acc_mem, int64_t acc_stride, int64_t col, bool first) {
   constexpr int RO = value_tile_rows(NV);
-  int64_t r = 0;
-  for (; r + RO <= n_rows; r += RO) {
-    value_tile<RO, NV>(w + r, rows16, n, v + col, stride, acc_mem + r * acc_stride + col, acc_stride, first);
-  }
-  static_for<RO - 1>([&](auto i) {
-    constexpr int kRest = decltype(i)::value + 1;
-    if (n_rows - r == kRest) {
-      value_tile<kRest, NV>(w + r, rows16, n, v + col, stride, acc_mem + r * acc_stride + col, acc_stride, first);
-    }
+  for_each_tile<RO>(0, n_rows, [&](auto rows, int64_t r) {
+    value_tile<decltype(rows)::value, NV>(w + r, rows16, n, v + col, stride, acc_mem + r * acc_stride + col,
+                                          acc_stride, first);
   });
 }
 

@@ -173,8 +173,8 @@ void bf16_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int NT = kPackedTokens;
   const TileOrder layout = pair_order(a.n_tokens, (a.n_in + 1) / 2);
   const int64_t n_pairs = layout.n_values, chunk = layout.chunk();
-  for (int64_t tb = 0; tb < a.n_tokens; tb += kTokenBlock) {
-    const int64_t te = std::min(a.n_tokens, tb + kTokenBlock);
+  for (int64_t tb = 0; tb < a.n_tokens; tb += layout.block_tokens) {
+    const int64_t te = tb + layout.block(tb);
     for (int64_t p0 = 0; p0 < n_pairs; p0 += chunk) {
       const int64_t n_p = std::min(chunk, n_pairs - p0);
       for (int64_t r = row_begin; r < row_end; r += kPanelRows) {
@@ -182,17 +182,9 @@ void bf16_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
         const uint8_t* ahead = r + kPanelRows < a.n_out ? a.w + size_t(r / kPanelRows + 1) * kPanelRows * a.row_bytes
                                                         : nullptr;
         const int64_t n_tiles = (te - tb + NT - 1) / NT;
-        int64_t t = tb;
-        for (; t + NT <= te; t += NT) {
-          bf16_tile<NT, true>(a, r, t, a.x_bf16 + layout.tile_at(t, p0), p0, n_p, p0 == 0, ahead, (t - tb) / NT,
-                              n_tiles);
-        }
-        static_for<NT - 1>([&](auto i) {
-          constexpr int kRest = NT - 1 - decltype(i)::value;
-          if (te - t == kRest) {
-            bf16_tile<kRest, true>(a, r, t, a.x_bf16 + layout.tile_at(t, p0), p0, n_p, p0 == 0, ahead,
-                                   (t - tb) / NT, n_tiles);
-          }
+        for_each_tile<NT>(tb, te, [&](auto nt, int64_t t) {
+          bf16_tile<decltype(nt)::value, true>(a, r, t, a.x_bf16 + layout.tile_at(t, p0), p0, n_p, p0 == 0, ahead,
+                                               (t - tb) / NT, n_tiles);
         });
       }
     }

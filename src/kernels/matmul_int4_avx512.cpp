@@ -315,11 +315,8 @@ void batch_rows(const LowbitArgs& a, int64_t row_begin, int64_t row_end) {
         _mm256_store_ps(zeros_f + (r - rb) * ng8 + g,
                         _mm256_mul_ps(load_halves(scales + g, s.ng - g), load_halves(zeros + g, s.ng - g)));
     }
-    int64_t j = 0;
-    for (; j + NTP <= n_tp; j += NTP) row_span<PPG, NTP>(a, s, packed, sum_pairs, j, rb, re, zeros_f, ng8);
-    static_for<NTP - 1>([&](auto n) ALWAYS {
-      constexpr int kRest = NTP - 1 - decltype(n)::value;  // NTP - 1, ..., 1
-      if (n_tp - j == kRest) row_span<PPG, kRest>(a, s, packed, sum_pairs, j, rb, re, zeros_f, ng8);
+    for_each_tile<NTP>(0, n_tp, [&](auto nt, int64_t j) ALWAYS {
+      row_span<PPG, decltype(nt)::value>(a, s, packed, sum_pairs, j, rb, re, zeros_f, ng8);
     });
   }
 }

@@ -207,17 +207,9 @@ void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
         const uint8_t* ahead = a.w + size_t(next / kPanelRows) * kPanelRows * a.row_bytes +
                                size_t(next % kPanelRows) * panel_elem_bytes<T>();
         if (next >= a.n_out) ahead = nullptr;
-        int64_t t = tb;
-        for (; t + NT <= te; t += NT) {
-          panel_tile_packed<PV, T, NV, NT>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k, k0 == 0,
-                                           t == tb ? ahead : nullptr);
-        }
-        static_for<NT - 1>([&](auto i) {
-          constexpr int kRest = NT - 1 - decltype(i)::value;
-          if (te - t == kRest) {
-            panel_tile_packed<PV, T, NV, kRest>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k, k0 == 0,
-                                                t == tb ? ahead : nullptr);
-          }
+        for_each_tile<NT>(tb, te, [&](auto nt, int64_t t) {
+          panel_tile_packed<PV, T, NV, decltype(nt)::value>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k,
+                                                            k0 == 0, t == tb ? ahead : nullptr);
         });
       }
     }

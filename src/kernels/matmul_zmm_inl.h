@@ -395,11 +395,8 @@ void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind, Famil
   const int64_t n_tiles = (x.te - x.tb + kNT - 1) / kNT;
   auto ahead = [&](int64_t t) { return tile_ahead(first, next, nb, (t - x.tb) / kNT, n_tiles); };
   const typename Family::Column column = Family::template column<NZ>(a, group);
-  int64_t t = x.tb;
-  for (; t + kNT <= x.te; t += kNT) Family::template tile<NZ, kNT>(a, x.tile(t), t, group, ahead(t), column);
-  static_for<kNT - 1>([&](auto n) {
-    constexpr int kRest = kNT - 1 - decltype(n)::value;  // kNT - 1, ..., 1
-    if (x.te - t == kRest) Family::template tile<NZ, kRest>(a, x.tile(t), t, group, ahead(t), column);
+  for_each_tile<kNT>(x.tb, x.te, [&](auto nt, int64_t t) {
+    Family::template tile<NZ, decltype(nt)::value>(a, x.tile(t), t, group, ahead(t), column);
   });
 }
 

@@ -1,6 +1,7 @@
 // Compile-time unrolling, and a register pin, for SIMD kernels that keep accumulators in registers.
 #pragma once
 
+#include <cstdint>
 #include <utility>
 
 namespace tessera::kernels {
@@ -21,6 +22,19 @@ TESSERA_INLINE inline void static_for(F&& f) {
   [&]<int... I>(std::integer_sequence<int, I...>) TESSERA_INLINE {
     (f(std::integral_constant<int, I>{}), ...);
   }(std::make_integer_sequence<int, N>{});
+}
+
+// for_each_tile<N>(begin, end, f): a range in tiles of N and one narrower tile for the rest, each tile's width a
+// compile-time constant: f(std::integral_constant<int, N>, i) for i = begin, begin + N, ... while N fit, then
+// f(std::integral_constant<int, R>, i) for the R < N left, if any.
+template <int N, typename F>
+TESSERA_INLINE inline void for_each_tile(int64_t begin, int64_t end, F&& f) {
+  int64_t i = begin;
+  for (; i + N <= end; i += N) f(std::integral_constant<int, N>{}, i);
+  static_for<N - 1>([&](auto r) TESSERA_INLINE {
+    constexpr int kRest = N - 1 - decltype(r)::value;  // N - 1, ..., 1
+    if (end - i == kRest) f(std::integral_constant<int, kRest>{}, i);
+  });
 }
 
 // Pins a vector (__m256, __m256i, ...) in a register at this point: an empty asm that "may change" it. Two uses:
