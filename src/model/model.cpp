@@ -339,37 +339,39 @@ void move_streamed_weights_to_huge_pages(const ModelWeights& w, gguf::File& file
   for (const auto& [begin, end] : streamed_spans(w, !all_private, false)) file.use_huge_pages(begin, size_t(end - begin));
 }
 
+// Rewrites the bytes of each linear matrix that `wants` once, through `rewrite` with edit(m, bytes), and calls
+// mark(view) on every view of rewritten bytes: the matrix, a second view sharing its bytes, and a token embedding
+// tied to one of them.
+template <typename Wants, typename Edit, typename Mark>
+void rewrite_linear_once(ModelWeights& w, const WeightRewriter& rewrite, Wants&& wants, Edit&& edit, Mark&& mark) {
+  std::unordered_set<const uint8_t*> done;
+  for_each_linear(w, [&](WeightMatrix& m) {
+    if (done.count(m.data) == 0) {
+      if (!wants(m)) return;
+      if (!rewrite(m.data, size_t(m.n_out) * m.row_bytes, [&](uint8_t* p) { edit(m, p); })) return;
+      done.insert(m.data);
+    }
+    mark(m);
+  });
+  if (done.count(w.token_embd.data) != 0) mark(w.token_embd);
+}
+
 }  // namespace
 
 void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool floats) {
-  std::unordered_set<const uint8_t*> done;
-  for_each_linear(w, [&](WeightMatrix& m) {
-    if (done.count(m.data) != 0) {
-      m.layout = interleaved_layout(m.type);  // a second view of bytes already rewritten
-      return;
-    }
-    if (!rewrites(m, floats)) return;
-    const auto interleave = [&](uint8_t* p) { interleave_rows(m.type, p, m.n_out, m.n_in); };
-    if (!rewrite(m.data, size_t(m.n_out) * m.row_bytes, interleave)) return;
-    m.layout = interleaved_layout(m.type);
-    done.insert(m.data);
-  });
-  if (done.count(w.token_embd.data) != 0) w.token_embd.layout = interleaved_layout(w.token_embd.type);
+  rewrite_linear_once(
+      w, rewrite, [&](const WeightMatrix& m) { return rewrites(m, floats); },
+      [](const WeightMatrix& m, uint8_t* p) { interleave_rows(m.type, p, m.n_out, m.n_in); },
+      [](WeightMatrix& m) { m.layout = interleaved_layout(m.type); });
 }
 
 void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite) {
   if (active_isa() < Isa::Avx512Bf16) return;  // no bf16 products to round them for
-  std::unordered_set<const uint8_t*> done;
-  for_each_linear(w, [&](WeightMatrix& m) {
-    if (m.type != TensorType::F16 || m.layout != WeightLayout::Panel32) return;
-    if (done.count(m.data) == 0) {
-      const auto round = [&](uint8_t* p) { round_f16_to_bf16(p, size_t(m.n_out) * size_t(m.n_in)); };
-      if (!rewrite(m.data, size_t(m.n_out) * m.row_bytes, round)) return;
-      done.insert(m.data);
-    }
-    m.type = TensorType::BF16;
-  });
-  if (done.count(w.token_embd.data) != 0) w.token_embd.type = TensorType::BF16;
+  rewrite_linear_once(
+      w, rewrite,
+      [](const WeightMatrix& m) { return m.type == TensorType::F16 && m.layout == WeightLayout::Panel32; },
+      [](const WeightMatrix& m, uint8_t* p) { round_f16_to_bf16(p, size_t(m.n_out) * size_t(m.n_in)); },
+      [](WeightMatrix& m) { m.type = TensorType::BF16; });
 }
 
 void Model::apply(const LoadOptions& options) {
