@@ -183,7 +183,8 @@ int bench(const BenchOptions& o) {
   const double decode_gbs = double(weight_bytes) * decode[1].tokens_per_s * 1e-9;
   const double prefill_gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[512].tokens_per_s * 1e-9;
   const bool int8 = computes_in_int8(type);
-  // BF16 weights with --bf16-products on a CPU that has them multiply at the bf16 dot-product rate.
+  // BF16 weights in panels (and F16 ones with --bf16-products) on a CPU with AVX-512 BF16 multiply at the bf16
+  // dot-product rate, unless --fp32-activations.
   const bool bf16 = !int8 && has_bf16_peak() && model->n_bf16_product_matrices() > 0;
   const double peak = int8 ? int8_peak : bf16 ? peaks.bf16_gflops.best() : fp32_peak;
   const char* peak_kind = int8 ? "int8" : bf16 ? "bf16" : "fp32";
@@ -203,7 +204,7 @@ int bench(const BenchOptions& o) {
   r["threads"] = pool.size();
   r["kv_type"] = kv_type_name(o.kv_type);
   if (o.load.int8_threshold > 0.0f) r["int8_threshold"] = o.load.int8_threshold;
-  if (o.load.bf16_products) r["bf16_products"] = true;
+  if (bf16) r["bf16_products"] = true;
   r["isa"] = std::string(isa_name(kernel_isa(active_isa())));
   r["cpu"] = cpu_model_name();
   r["bandwidth_gbs"] = bandwidth;
@@ -314,7 +315,7 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--type", o->type, "weight type with --preset: " + weight_type_names())
       ->needs(preset);
   cmd->add_option("--group", o->group, "INT4 group size with --preset --type int4: 32 or 128")->capture_default_str();
-  add_bf16_products_option(cmd, o->load.bf16_products);
+  add_bf16_products_options(cmd, o->load.bf16_products);
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   model->excludes(preset);
   cmd->add_option("--seed", o->seed, "random seed of the synthetic weights")->capture_default_str();

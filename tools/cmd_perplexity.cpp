@@ -25,8 +25,10 @@ struct PerplexityCliOptions {
 int run_perplexity(const PerplexityCliOptions& c) {
   const std::string text = read_text_file(c.text_path);
   auto model = load_model_or_embedded(c.model, c.load, c.ignore_memory_check);
+  // The reference computes exactly: its BF16 weights, if any, take fp32 activations.
   std::shared_ptr<Model> ref = c.reference.empty() ? nullptr
-                               : load_model_or_embedded(c.reference == "embedded" ? "" : c.reference, {},
+                               : load_model_or_embedded(c.reference == "embedded" ? "" : c.reference,
+                                                        LoadOptions{.bf16_products = Bf16Products::Off},
                                                         c.ignore_memory_check);
   ThreadPool pool(c.threads);
   PerplexityOptions o;
@@ -75,7 +77,7 @@ void add_perplexity_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--chunks", o->chunks, "at most this many windows (0: all)")->default_val(0);
   cmd->add_option("-t,--threads", o->threads, "threads (0: all cores)")->default_val(0);
   cmd->add_flag("--json", o->json, "print JSON");
-  add_bf16_products_option(cmd, o->load.bf16_products);
+  add_bf16_products_options(cmd, o->load.bf16_products);
   add_int8_threshold_option(cmd, o->load.int8_threshold)->description(
       "INT8 weights of the model under test (not the reference): per token, activations with |x| above this are "
       "multiplied in fp32, the rest in int8 (LLM.int8(); 0: off)");

@@ -150,7 +150,7 @@ void add_run_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("-m,--model", o->model_path, "GGUF model or Hugging Face folder (default: the embedded stories260K)");
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text")->capture_default_str();
-  add_bf16_products_option(cmd, o->load.bf16_products);
+  add_bf16_products_options(cmd, o->load.bf16_products);
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));

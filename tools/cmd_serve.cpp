@@ -95,7 +95,7 @@ int serve(ServeOptions& o) {
   if (!o.fallback_path.empty()) {
     // The fallback is the higher-precision replica: its float weights keep fp32 activations.
     LoadOptions exact = o.load;
-    exact.bf16_products = false;
+    exact.bf16_products = Bf16Products::Off;
     fallback_model = load_model_or_embedded(o.fallback_path, exact, o.ignore_memory_check);
   }
   // Both models, the draft and all KV caches (the draft's own among them) share the memory: fit_kv_pools
@@ -180,7 +180,7 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("--fallback-model", o->fallback_path,
                   "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy)");
-  add_bf16_products_option(cmd, o->load.bf16_products);
+  add_bf16_products_options(cmd, o->load.bf16_products);
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   cmd->add_option("--served-model-name", o->served_name, "model id for the API (default: the file name)");
   cmd->add_option("--chat-template", o->chat_template_path,

@@ -42,21 +42,28 @@ CLI::Option* add_int8_threshold_option(CLI::App* cmd, float& target) {
       ->capture_default_str();
 }
 
-CLI::Option* add_bf16_products_option(CLI::App* cmd, bool& target) {
-  return cmd->add_flag("--bf16-products", target,
-                       "BF16 and F16 weights: round activations (and F16 weights) to bf16 and multiply with "
-                       "AVX-512 BF16's vdpbf16ps, twice the fp32 rate; without it they multiply fp32 activations "
-                       "exactly. No effect without AVX-512 BF16");
+void add_bf16_products_options(CLI::App* cmd, Bf16Products& target) {
+  CLI::Option* all = cmd->add_flag_callback(
+      "--bf16-products", [&target] { target = Bf16Products::Bf16AndF16Weights; },
+      "F16 weights too: round them to bf16 at load and multiply them as BF16 weights are by default (activations "
+      "rounded to bf16, AVX-512 BF16's vdpbf16ps, twice the fp32 rate). No effect without AVX-512 BF16");
+  CLI::Option* exact = cmd->add_flag_callback(
+      "--fp32-activations", [&target] { target = Bf16Products::Off; },
+      "BF16 weights: multiply fp32 activations exactly, at the fp32 rate, instead of rounding them to bf16 "
+      "(the default on CPUs with AVX-512 BF16, as llama.cpp computes BF16 weights)");
+  all->excludes(exact);
 }
 
 void note_unused_load_options(const Model& model, const LoadOptions& options) {
   if (options.int8_threshold > 0.0f && model.n_int8_matrices() == 0) {
     std::fprintf(stderr, "note: --int8-threshold has no effect: %s has no INT8 (I8) weights\n", model.name().c_str());
   }
-  if (options.bf16_products && active_isa() < Isa::Avx512Bf16) {
+  // The default (BF16 weights only) says nothing: it is no request.
+  if (options.bf16_products != Bf16Products::Bf16AndF16Weights) return;
+  if (active_isa() < Isa::Avx512Bf16) {
     std::fprintf(stderr, "note: --bf16-products has no effect: this CPU (or TESSERA_ISA) stops at %s, below "
                  "AVX-512 BF16\n", std::string(isa_name(active_isa())).c_str());
-  } else if (options.bf16_products && model.n_bf16_product_matrices() == 0) {
+  } else if (model.n_bf16_product_matrices() == 0) {
     std::fprintf(stderr, "note: --bf16-products has no effect: %s has no BF16 or F16 weights in panels (float "
                  "weights stay in rows when the model does not fit in half the memory available)\n",
                  model.name().c_str());

@@ -27,7 +27,8 @@ struct WeightMatrix {
   // multiplied in fp32 with the dequantized weights instead of being quantized to int8 (kernels/int8_outliers.h).
   // A load option (Model::load), not part of the file.
   float outlier_threshold = 0.0f;
-  // TensorType::BF16 in WeightLayout::Panel32 only, a load option (LoadOptions::bf16_products): on CPUs with
+  // TensorType::BF16 in WeightLayout::Panel32 only, a load option (LoadOptions::bf16_products, on for BF16 by
+  // default): on CPUs with
   // AVX-512 BF16, activations are rounded to bf16 and multiplied with vdpbf16ps (kernels/matmul_bf16_avx512.cpp),
   // twice the fp32 FMA rate, at the cost of the activations' rounding (8 significant bits). Elsewhere, and at
   // other ISA levels, the matrix takes the fp32 path as without it.

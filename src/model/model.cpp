@@ -383,11 +383,11 @@ void Model::apply(const LoadOptions& options) {
       return file_->rewrite_private(data, n, fn);
     };
     interleave_weights(weights_, rewrite, all_private);
-    if (options.bf16_products) round_f16_panels_to_bf16(weights_, rewrite);
+    if (options.bf16_products == Bf16Products::Bf16AndF16Weights) round_f16_panels_to_bf16(weights_, rewrite);
   }
   for_each_linear(weights_, [&](WeightMatrix& m) {
     if (m.type == TensorType::I8) m.outlier_threshold = options.int8_threshold;
-    m.bf16_products = options.bf16_products && m.type == TensorType::BF16 && m.layout == WeightLayout::Panel32;
+    m.bf16_products = options.bf16_products != Bf16Products::Off && m.type == TensorType::BF16 && m.layout == WeightLayout::Panel32;
   });
 }
 

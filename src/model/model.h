@@ -34,6 +34,14 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
+// Which float weights multiply in bf16 (LoadOptions::bf16_products).
+enum class Bf16Products {
+  Off,                // every float matrix takes fp32 activations exactly (--fp32-activations)
+  Bf16Weights,        // BF16 matrices take bf16 activations; F16 and F32 stay exact (the default)
+  Bf16AndF16Weights,  // and F16 matrices are rounded to BF16 first (8 significant bits of their 11, as
+                      // ik_llama.cpp's run-time repacking does) and take them too (--bf16-products)
+};
+
 // How to compute with the weights, chosen when loading (not stored in the file).
 struct LoadOptions {
   // LLM.int8()-style outliers for INT8 (I8) weights: per token, activations with |x| above this are multiplied
@@ -44,13 +52,12 @@ struct LoadOptions {
   // not changed. So are F32, F16 and BF16 matrices while all streamed weights fit in half the memory available.
   // Their whole 2 MiB stretches move to huge pages on the way (MappedFile::rewrite_private).
   bool interleave_rows = true;
-  // BF16 matrices rewritten into panels (above) multiply with activations rounded to bf16 on AVX-512 BF16's
-  // vdpbf16ps, twice the fp32 FMA rate, as llama.cpp computes BF16 weights; off, they take fp32 activations
-  // exactly (WeightMatrix::bf16_products). F16 matrices in panels are rounded to BF16 first (8 significant
-  // bits of their 11, as ik_llama.cpp's run-time repacking does), where the CPU has AVX-512 BF16. No effect on
-  // other weight types, on matrices left in rows, or on CPUs without AVX-512 BF16. The CPU is asked when the
-  // model loads (for F16) and at each call (for the kernels): the ISA cap (TESSERA_ISA) is set before either.
-  bool bf16_products = false;
+  // Which float matrices rewritten into panels (above) multiply with activations rounded to bf16, on AVX-512
+  // BF16's vdpbf16ps at twice the fp32 FMA rate (WeightMatrix::bf16_products). By default the BF16 ones, as
+  // llama.cpp and ik_llama.cpp compute BF16 weights and as the models were trained; F16 and F32 keep fp32
+  // activations. No effect on matrices left in rows, or on CPUs without AVX-512 BF16. The CPU is asked when
+  // the model loads (for F16) and at each call (for the kernels): the ISA cap (TESSERA_ISA) is set before either.
+  Bf16Products bf16_products = Bf16Products::Bf16Weights;
 };
 
 // Runs fn on writable bytes [data, data + n) and returns true, or returns false when they cannot be changed.
@@ -62,7 +69,7 @@ using WeightRewriter =
 // panels of 32. A view sharing a rewritten matrix's bytes (an embedding tied to the output) takes its layout.
 void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool floats = true);
 
-// For LoadOptions::bf16_products: F16 matrices in panels, rounded through `rewrite` to BF16 (to nearest even: 8
+// For Bf16Products::Bf16AndF16Weights: F16 matrices in panels, rounded through `rewrite` to BF16 (to nearest even: 8
 // significant bits of 11); a view sharing their bytes (a tied embedding) takes the new type. Nothing below the
 // AVX-512 BF16 level, where no bf16 products would use them.
 void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite);

@@ -83,6 +83,24 @@ TEST(Cli, Int8ThresholdIsCheckedAndNotedWhereItDoesNothing) {
   EXPECT_NE(r.err.find("--int8-threshold has no effect"), std::string::npos) << r.err;  // the F32 embedded model
 }
 
+// BF16 weights take bf16 products by default; --bf16-products adds F16 ones and --fp32-activations takes them
+// away: asking for both is refused. On the F32 embedded model neither changes a token.
+TEST(Cli, Bf16ProductOptionsExcludeEachOtherAndNoteWhereTheyDoNothing) {
+  const CommandResult both = run_tessera("run -n 1 --bf16-products --fp32-activations");
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("--bf16-products excludes --fp32-activations"), std::string::npos) << both.err;
+  const CommandResult plain = run_tessera("run -p \"Once upon a time\" -n 8 --temp 0");
+  const CommandResult all = run_tessera("run -p \"Once upon a time\" -n 8 --temp 0 --bf16-products");
+  const CommandResult exact = run_tessera("run -p \"Once upon a time\" -n 8 --temp 0 --fp32-activations");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  EXPECT_NE(all.err.find("--bf16-products has no effect"), std::string::npos) << all.err;
+  EXPECT_EQ(plain.err.find("has no effect"), std::string::npos) << plain.err;  // the default asks for nothing
+  EXPECT_EQ(all.out, plain.out);
+  EXPECT_EQ(exact.out, plain.out);
+}
+
 TEST(Cli, SameSeedSameText) {
   const CommandResult a = run_tessera("run -n 24 --temp 1.0 --seed 42");
   const CommandResult b = run_tessera("run -n 24 --temp 1.0 --seed 42");

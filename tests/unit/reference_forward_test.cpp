@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "engine/offline_engine.h"
 #include "model/model.h"
@@ -150,7 +151,7 @@ TEST_P(ReferenceForwardHf, FolderServedDirectlyAgreesWithNaiveFp64) {
   const HfVariant& v = GetParam();
   TempDir dir(v.name);
   const HfTestModel hf = write_hf_folder(v.spec, dir.path, 4321);
-  const auto model = Model::load(dir.path);
+  const auto model = Model::load(dir.path, LoadOptions{.bf16_products = Bf16Products::Off});  // exact fp32
   std::mt19937 rng(7);
   std::vector<int32_t> tokens(23);
   for (auto& t : tokens) t = int32_t(rng() % uint32_t(v.spec.n_vocab));
@@ -171,6 +172,16 @@ TEST_P(ReferenceForwardHf, FolderServedDirectlyAgreesWithNaiveFp64) {
     wrong.rope_divisors.clear();
     EXPECT_GT(compare_logits(reference_logits(wrong, tokens), generator.prompt_logits(tokens)).max_diff,
               100 * tolerance);
+  }
+
+  // By default BF16 weights take bf16 products where the CPU has them: activations rounded to 8 significant
+  // bits keep the logits within 2 % of their largest reference value.
+  const auto by_default = Model::load(dir.path);
+  if (by_default->n_bf16_product_matrices() > 0 && active_isa() >= Isa::Avx512Bf16) {
+    OfflineEngine bf16(by_default, pool, 32, 5);
+    const LogitDiff b = compare_logits(expected, bf16.prompt_logits(tokens));
+    EXPECT_GT(b.max_diff, 0.0);
+    EXPECT_LT(b.max_diff, 2e-2 * std::max(1.0, b.max_ref)) << v.name;
   }
 }
 

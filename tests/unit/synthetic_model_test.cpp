@@ -275,33 +275,40 @@ TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
   }
 }
 
-// --bf16-products: where the kernels run with AVX-512 BF16, every BF16 or F16 matrix (in panels here) takes bf16
-// products, the F16 ones rounded to BF16 in private pages (a tied embedding with them), and the logits stay near
-// the exact fp32 path's; elsewhere the option changes no bit. The file is unchanged either way.
-TEST(SyntheticModel, Bf16ProductsTakeBf16AndF16Panels) {
+// Bf16Products: where the kernels run with AVX-512 BF16, BF16 matrices (in panels here) take bf16 products by
+// default, and with --bf16-products F16 ones too, rounded to BF16 in private pages (a tied embedding with them);
+// the logits stay near the exact fp32 path's (--fp32-activations). Elsewhere no option changes a bit. The file is
+// unchanged either way.
+TEST(SyntheticModel, Bf16ProductsTakeBf16PanelsByDefaultAndF16OnRequest) {
   for (const TensorType type : {TensorType::BF16, TensorType::F16}) {
     SCOPED_TRACE(tensor_type_name(type));
     const TinyModelFile tiny(type, "bf16_products");
-    const auto exact = Model::load(tiny.file.path);
-    const auto fast = Model::load(tiny.file.path, LoadOptions{.bf16_products = true});
+    const auto exact = Model::load(tiny.file.path, LoadOptions{.bf16_products = Bf16Products::Off});
     EXPECT_EQ(exact->n_bf16_product_matrices(), 0);
-    const std::vector<float> a = logits_of(exact, tiny.prompt), b = logits_of(fast, tiny.prompt);
-    const int64_t n_linear = 7 * int64_t(fast->weights().layers.size()) + 1;
-    if (active_isa() < Isa::Avx512Bf16) {
-      EXPECT_EQ(fast->n_bf16_product_matrices(), type == TensorType::BF16 ? n_linear : 0);  // marked, not taken
-      EXPECT_EQ(fast->weights().layers[0].wq.type, type);
-      EXPECT_EQ(a, b);
-    } else {
-      EXPECT_EQ(fast->n_bf16_product_matrices(), n_linear);
-      EXPECT_EQ(fast->weights().layers[0].wq.type, TensorType::BF16);
-      EXPECT_EQ(fast->weights().token_embd.type, tiny.p.tied_output ? TensorType::BF16 : type);
-      ASSERT_EQ(a.size(), b.size());
-      const float scale = max_abs(a);
-      for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-2f * scale) << i;
-      EXPECT_NE(a, b);
+    const std::vector<float> a = logits_of(exact, tiny.prompt);
+    const int64_t n_linear = 7 * int64_t(exact->weights().layers.size()) + 1;
+    for (const Bf16Products mode : {Bf16Products::Bf16Weights, Bf16Products::Bf16AndF16Weights}) {
+      SCOPED_TRACE(int(mode));
+      const auto fast = Model::load(tiny.file.path, LoadOptions{.bf16_products = mode});
+      const std::vector<float> b = logits_of(fast, tiny.prompt);
+      const bool takes = type == TensorType::BF16 || mode == Bf16Products::Bf16AndF16Weights;
+      if (active_isa() < Isa::Avx512Bf16 || !takes) {
+        EXPECT_EQ(fast->n_bf16_product_matrices(), type == TensorType::BF16 ? n_linear : 0);  // marked, not taken
+        EXPECT_EQ(fast->weights().layers[0].wq.type, type);
+        EXPECT_EQ(a, b);
+      } else {
+        EXPECT_EQ(fast->n_bf16_product_matrices(), n_linear);
+        EXPECT_EQ(fast->weights().layers[0].wq.type, TensorType::BF16);
+        EXPECT_EQ(fast->weights().token_embd.type, tiny.p.tied_output ? TensorType::BF16 : type);
+        ASSERT_EQ(a.size(), b.size());
+        const float scale = max_abs(a);
+        for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-2f * scale) << i;
+        EXPECT_NE(a, b);
+      }
     }
     EXPECT_EQ(read_file(tiny.file.path), tiny.before);
   }
+  EXPECT_EQ(LoadOptions{}.bf16_products, Bf16Products::Bf16Weights);
 }
 
 // The interleaved matrices' pages move to huge-page memory as whole 2 MiB pages of merged spans, so nearly all
