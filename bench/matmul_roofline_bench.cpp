@@ -4,7 +4,8 @@
 // the kernels' byte dot product). Best-of-N rather than means: the machine is shared and noise only slows.
 // Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 Q8_0x8 I8 INT4 INT4_G128 F16x32
 // Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
-// BF16x32p: BF16 panels with --bf16-products (activations rounded to bf16, vdpbf16ps; AVX-512 BF16 machines).
+// BF16x32p: BF16 panels with bf16 products, the default for BF16 weights (activations rounded to bf16,
+// vdpbf16ps; AVX-512 BF16 machines); BF16x32 is the exact fp32 path (--fp32-activations).
 // TESSERA_BENCH_TOKENS=1,16,512 picks the token counts (default 1,4,16,32,128,512).
 // TESSERA_BENCH_THREADS=1 times one thread by its CPU time, the steadier number on a busy machine.
 #include <immintrin.h>

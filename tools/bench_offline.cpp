@@ -33,7 +33,7 @@ struct MachineLimits {
 // The workload's static and continuous schedules at the roofline of those limits.
 struct RooflineComparison {
   double bandwidth_gbs = 0, peak_gops = 0;
-  bool int8 = false;
+  ComputePeak peak = ComputePeak::Fp32;
   PolicySchedule static_schedule, continuous_schedule;
   double ratio() const { return static_schedule.seconds / continuous_schedule.seconds; }
   double steps_ratio() const { return double(static_schedule.steps) / double(continuous_schedule.steps); }
@@ -43,8 +43,10 @@ RooflineComparison roofline_comparison(const Model& model, const OfflineBenchOpt
                                        const MachineLimits& limits) {
   RooflineComparison r;
   r.bandwidth_gbs = limits.bandwidth_gbs.best();
-  r.int8 = computes_in_int8(model.weights().layers.at(0).w_gate.type);
-  r.peak_gops = r.int8 ? limits.peaks.int8_gops.best() : limits.peaks.fp32_gflops.best();
+  r.peak = compute_peak_of(model);
+  r.peak_gops = r.peak == ComputePeak::Int8   ? limits.peaks.int8_gops.best()
+                : r.peak == ComputePeak::Bf16 ? limits.peaks.bf16_gflops.best()
+                                              : limits.peaks.fp32_gflops.best();
   const RooflineStepCost cost = roofline_step_cost(model, r.bandwidth_gbs, r.peak_gops);
   const BatchingWorkload w{.prompt_tokens = b.prompt_tokens,
                            .output_tokens = std::move(output_lengths),
@@ -158,7 +160,7 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
     doc["continuous_vs_static_output_tokens"] = speedup;
     doc["roofline"] = {{"bandwidth_gbs", roofline.bandwidth_gbs},
                        {"peak_gops", roofline.peak_gops},
-                       {"peak_kind", roofline.int8 ? "int8" : "fp32"},
+                       {"peak_kind", compute_peak_name(roofline.peak)},
                        {"static_seconds", roofline.static_schedule.seconds},
                        {"continuous_seconds", roofline.continuous_schedule.seconds},
                        {"continuous_vs_static", roofline.ratio()},
@@ -184,7 +186,7 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
   std::printf("\ncontinuous / static output tokens/s: %.2fx (target >= 1.5x)\n", speedup);
   std::printf("the same workload at this machine's roofline (a step: max(weights at %.1f GB/s, tokens at %.0f %s/s)): "
               "static %.3g s, continuous %.3g s: %.2fx; with compute free, %lld against %lld weight reads: %.2fx\n",
-              roofline.bandwidth_gbs, roofline.peak_gops, roofline.int8 ? "GOP" : "GFLOP",
+              roofline.bandwidth_gbs, roofline.peak_gops, roofline.peak == ComputePeak::Int8 ? "GOP" : "GFLOP",
               roofline.static_schedule.seconds, roofline.continuous_schedule.seconds, roofline.ratio(),
               (long long)roofline.static_schedule.steps, (long long)roofline.continuous_schedule.steps,
               roofline.steps_ratio());

@@ -185,9 +185,10 @@ int bench(const BenchOptions& o) {
   const bool int8 = computes_in_int8(type);
   // BF16 weights in panels (and F16 ones with --bf16-products) on a CPU with AVX-512 BF16 multiply at the bf16
   // dot-product rate, unless --fp32-activations.
-  const bool bf16 = !int8 && has_bf16_peak() && model->n_bf16_product_matrices() > 0;
+  const ComputePeak compute_peak = compute_peak_of(*model);
+  const bool bf16 = compute_peak == ComputePeak::Bf16;
   const double peak = int8 ? int8_peak : bf16 ? peaks.bf16_gflops.best() : fp32_peak;
-  const char* peak_kind = int8 ? "int8" : bf16 ? "bf16" : "fp32";
+  const char* peak_kind = compute_peak_name(compute_peak);
   const double bandwidth_ratio = decode_gbs / bandwidth;
   const double peak_ratio = prefill_gops / peak;
   const double speedup16 = decode[16].tokens_per_s / decode[1].tokens_per_s;

@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
 
 #include "commands.h"
 #include "core/error.h"
@@ -30,21 +33,25 @@ struct ConvertOptions {
   int threads = 0;
 };
 
-int convert_model(const ConvertOptions& o) {
+// --type: empty for auto (keep the source's types).
+std::optional<TensorType> matrix_type_option(const std::string& type) {
+  if (type == "auto") return std::nullopt;
+  const std::optional<TensorType> t = weight_type_from_name(type);
+  if (!t || *t == TensorType::I8) fail("unknown --type '{}' (auto, {})", type, convertible_type_names());
+  return t;
+}
+
+// A folder or GGUF file at `input` into o.output.
+int convert_model(const std::string& input, const ConvertOptions& o) {
   ExportOptions options;
-  if (o.type != "auto") {
-    options.matrix_type = weight_type_from_name(o.type);
-    if (!options.matrix_type || *options.matrix_type == TensorType::I8) {
-      fail("unknown --type '{}' (auto, {})", o.type, convertible_type_names());
-    }
-  }
+  options.matrix_type = matrix_type_option(o.type);
   std::shared_ptr<gguf::File> source;
-  if (std::filesystem::is_directory(o.input)) {
-    HfFolder folder = open_hf_folder(o.input);
+  if (std::filesystem::is_directory(input)) {
+    HfFolder folder = open_hf_folder(input);
     for (const std::string& note : folder.notes) std::fprintf(stderr, "convert: %s\n", note.c_str());
     source = folder.file;
   } else {
-    source = gguf::File::open(o.input);
+    source = gguf::File::open(input);
   }
   ThreadPool pool(o.threads);
   const auto start = std::chrono::steady_clock::now();
@@ -72,7 +79,8 @@ void add_convert_command(CLI::App& app, CommandAction& action) {
       ->check(CLI::ExistingFile)
       ->needs(llama2c);
   cmd->add_option("-o,--output", o->output, "output GGUF path")->required();
-  cmd->add_option("--type", o->type, "matrix weight type: auto (keep), " + convertible_type_names())
+  cmd->add_option("--type", o->type,
+                  "matrix weight type (of --llama2c's too): auto (keep), " + convertible_type_names())
       ->capture_default_str();
   cmd->add_option("--name", o->name, "general.name to record (--llama2c; default stories260K)");
   cmd->add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::Range(0, 1024));
@@ -81,12 +89,25 @@ void add_convert_command(CLI::App& app, CommandAction& action) {
       if (!o->llama2c.empty()) {
         if (!o->input.empty()) fail("give either a model folder or --llama2c, not both");
         if (o->tokenizer.empty()) fail("--llama2c needs --tokenizer");
-        convert_llama2c_to_gguf(o->llama2c, o->tokenizer, o->output, o->name.empty() ? "stories260K" : o->name);
-        std::printf("wrote %s\n", o->output.c_str());
-        return 0;
+        const std::string name = o->name.empty() ? "stories260K" : o->name;
+        if (!matrix_type_option(o->type)) {  // checked before anything is written
+          convert_llama2c_to_gguf(o->llama2c, o->tokenizer, o->output, name);
+          std::printf("wrote %s\n", o->output.c_str());
+          return 0;
+        }
+        // A llama2.c checkpoint is F32: written as such first, then stored in the asked type.
+        struct RemovedAtEnd {
+          std::string path;
+          ~RemovedAtEnd() {
+            std::error_code ignored;
+            std::filesystem::remove(path, ignored);
+          }
+        } f32{o->output + ".f32.tmp"};
+        convert_llama2c_to_gguf(o->llama2c, o->tokenizer, f32.path, name);
+        return convert_model(f32.path, *o);
       }
       if (o->input.empty()) fail("convert needs a model folder (or --llama2c CHECKPOINT --tokenizer TOKENIZER)");
-      return convert_model(*o);
+      return convert_model(o->input, *o);
     };
   });
 }

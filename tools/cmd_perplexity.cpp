@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/cpu_features.h"
 #include "core/json_file.h"
 #include "core/error.h"
 #include "eval/perplexity.h"
@@ -41,6 +42,8 @@ int run_perplexity(const PerplexityCliOptions& c) {
     nlohmann::json j = {{"model", model->name()},       {"ctx", c.ctx},           {"windows", r.n_windows},
                         {"tokens_scored", r.n_scored},  {"nll", r.nll},           {"perplexity", r.perplexity},
                         {"weight_bytes", model->weight_bytes()}, {"int8_threshold", c.load.int8_threshold}};
+    // Whether the model under test took bf16 products (BF16 weights by default, on CPUs with AVX-512 BF16).
+    j["bf16_products"] = active_isa() >= Isa::Avx512Bf16 && model->n_bf16_product_matrices() > 0;
     if (r.has_reference) {
       j["reference"] = ref->name();
       j["ref_perplexity"] = r.ref_perplexity;
@@ -77,7 +80,8 @@ void add_perplexity_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--chunks", o->chunks, "at most this many windows (0: all)")->default_val(0);
   cmd->add_option("-t,--threads", o->threads, "threads (0: all cores)")->default_val(0);
   cmd->add_flag("--json", o->json, "print JSON");
-  add_bf16_products_options(cmd, o->load.bf16_products);
+  add_bf16_products_options(cmd, o->load.bf16_products,
+                            "the model under test; the --ref model always multiplies fp32 activations");
   add_int8_threshold_option(cmd, o->load.int8_threshold)->description(
       "INT8 weights of the model under test (not the reference): per token, activations with |x| above this are "
       "multiplied in fp32, the rest in int8 (LLM.int8(); 0: off)");

@@ -179,7 +179,8 @@ void add_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("-m,--model", o->model_path, "GGUF model or Hugging Face folder (default: the embedded stories260K)");
   add_memory_check_flag(cmd, o->ignore_memory_check);
   cmd->add_option("--fallback-model", o->fallback_path,
-                  "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy)");
+                  "GGUF model to re-run a request on when the primary fails (e.g. a higher-precision copy); its BF16 "
+                  "weights always multiply fp32 activations");
   add_bf16_products_options(cmd, o->load.bf16_products);
   add_int8_threshold_option(cmd, o->load.int8_threshold);
   cmd->add_option("--served-model-name", o->served_name, "model id for the API (default: the file name)");

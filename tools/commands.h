@@ -40,8 +40,9 @@ CLI::Option* add_kv_type_option(CLI::App* cmd, const std::string& name, KvType& 
 // bench and perplexity share it. Invalid values fail when the model is loaded.
 CLI::Option* add_int8_threshold_option(CLI::App* cmd, float& target);
 // --bf16-products (F16 weights rounded to BF16 and multiplied in bf16 as well) and --fp32-activations (BF16
-// weights multiplied exactly), exclusive; neither: BF16 weights in bf16 (model/model.h Bf16Products).
-void add_bf16_products_options(CLI::App* cmd, Bf16Products& target);
+// weights multiplied exactly), exclusive; neither: BF16 weights in bf16 (model/model.h Bf16Products). `scope`,
+// when given, ends both help texts in parentheses.
+void add_bf16_products_options(CLI::App* cmd, Bf16Products& target, const std::string& scope = "");
 
 // Loads `path`, or the embedded default model when empty, with `options`; notes on stderr when an option has
 // nothing to act on. Unless `ignore_memory_check`, fails when the weights do not fit in the memory available

@@ -42,15 +42,16 @@ CLI::Option* add_int8_threshold_option(CLI::App* cmd, float& target) {
       ->capture_default_str();
 }
 
-void add_bf16_products_options(CLI::App* cmd, Bf16Products& target) {
+void add_bf16_products_options(CLI::App* cmd, Bf16Products& target, const std::string& scope) {
+  const std::string whose = scope.empty() ? "" : " (" + scope + ")";
   CLI::Option* all = cmd->add_flag_callback(
       "--bf16-products", [&target] { target = Bf16Products::Bf16AndF16Weights; },
       "F16 weights too: round them to bf16 at load and multiply them as BF16 weights are by default (activations "
-      "rounded to bf16, AVX-512 BF16's vdpbf16ps, twice the fp32 rate). No effect without AVX-512 BF16");
+      "rounded to bf16, AVX-512 BF16's vdpbf16ps, twice the fp32 rate). No effect without AVX-512 BF16" + whose);
   CLI::Option* exact = cmd->add_flag_callback(
       "--fp32-activations", [&target] { target = Bf16Products::Off; },
       "BF16 weights: multiply fp32 activations exactly, at the fp32 rate, instead of rounding them to bf16 "
-      "(the default on CPUs with AVX-512 BF16, as llama.cpp computes BF16 weights)");
+      "(the default on CPUs with AVX-512 BF16, as llama.cpp computes BF16 weights)" + whose);
   all->excludes(exact);
 }
 
@@ -67,6 +68,11 @@ void note_unused_load_options(const Model& model, const LoadOptions& options) {
     std::fprintf(stderr, "note: --bf16-products has no effect: %s has no BF16 or F16 weights in panels (float "
                  "weights stay in rows when the model does not fit in half the memory available)\n",
                  model.name().c_str());
+  } else if (model.file() != nullptr &&
+             std::none_of(model.file()->tensors().begin(), model.file()->tensors().end(),
+                          [](const gguf::TensorInfo& t) { return t.type == TensorType::F16 && t.dims.size() == 2; })) {
+    std::fprintf(stderr, "note: --bf16-products adds nothing: %s has no F16 matrices (its BF16 ones take bf16 "
+                 "products by default)\n", model.name().c_str());
   }
 }
 

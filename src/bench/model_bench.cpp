@@ -6,6 +6,7 @@
 #include <chrono>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kv/kv_pool.h"
 #include "model/forward.h"
 
@@ -173,6 +174,16 @@ uint64_t layer_matmul_elements(const Model& model) {
 bool computes_in_int8(TensorType type) {
   return type != TensorType::F32 && type != TensorType::F16 && type != TensorType::BF16 &&
          type != TensorType::FP8_E4M3;  // weight-only: widened to fp32
+}
+
+ComputePeak compute_peak_of(const Model& model) {
+  if (computes_in_int8(model.weights().layers.at(0).w_gate.type)) return ComputePeak::Int8;
+  if (active_isa() >= Isa::Avx512Bf16 && model.n_bf16_product_matrices() > 0) return ComputePeak::Bf16;
+  return ComputePeak::Fp32;
+}
+
+const char* compute_peak_name(ComputePeak peak) {
+  return peak == ComputePeak::Int8 ? "int8" : peak == ComputePeak::Bf16 ? "bf16" : "fp32";
 }
 
 }  // namespace tessera

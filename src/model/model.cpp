@@ -387,7 +387,8 @@ void Model::apply(const LoadOptions& options) {
   }
   for_each_linear(weights_, [&](WeightMatrix& m) {
     if (m.type == TensorType::I8) m.outlier_threshold = options.int8_threshold;
-    m.bf16_products = options.bf16_products != Bf16Products::Off && m.type == TensorType::BF16 && m.layout == WeightLayout::Panel32;
+    m.bf16_products = options.bf16_products != Bf16Products::Off && m.type == TensorType::BF16 &&
+                      m.layout == WeightLayout::Panel32;
   });
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "core/cpu_features.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "core/kv_type.h"
@@ -99,6 +100,46 @@ TEST(Cli, Bf16ProductOptionsExcludeEachOtherAndNoteWhereTheyDoNothing) {
   EXPECT_EQ(plain.err.find("has no effect"), std::string::npos) << plain.err;  // the default asks for nothing
   EXPECT_EQ(all.out, plain.out);
   EXPECT_EQ(exact.out, plain.out);
+}
+
+// On a BF16 file (stories260K converted with --type bf16): with AVX-512 BF16 the model takes bf16 products by
+// default and drifts slightly from its own file computed exactly (the perplexity --ref model always is);
+// --fp32-activations computes exactly, and --bf16-products adds nothing to a file without F16 matrices.
+TEST(Cli, Bf16FileTakesBf16ProductsByDefaultAndFp32ActivationsOnRequest) {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("bf16_" + std::to_string(::getpid()) + ".gguf")).string();
+  const CommandResult c = run_tessera("convert --llama2c " + shared_path("models/stories260K.bin") +
+                                      " --tokenizer " + shared_path("models/tok512.bin") + " --type bf16 -o " + file);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(file + ".f32.tmp"));
+  EXPECT_NE(run_tessera("info -m " + file).out.find("BF16"), std::string::npos);
+  const auto perplexity = [&](const std::string& flags) {
+    const CommandResult r = run_tessera("perplexity -m " + file + " --ref " + file + " -f " +
+                                        shared_path("corpus/stories260K-samples.txt") + " --chunks 2 --json " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::make_pair(nlohmann::json::parse(r.out), r.err);
+  };
+  const bool native = active_isa() >= Isa::Avx512Bf16;
+  const auto [exact, exact_err] = perplexity("--fp32-activations");
+  EXPECT_EQ(exact["bf16_products"], false);
+  EXPECT_EQ(exact["kl_mean"].get<double>(), 0.0);
+  for (const std::string flags : {"", "--bf16-products"}) {
+    SCOPED_TRACE(flags);
+    const auto [fast, err] = perplexity(flags);
+    EXPECT_EQ(fast["bf16_products"], native);
+    if (native) {
+      EXPECT_GT(fast["kl_mean"].get<double>(), 0.0);
+      EXPECT_LT(fast["kl_mean"].get<double>(), 1e-3);
+      EXPECT_NE(fast["perplexity"], exact["perplexity"]);
+    } else {
+      EXPECT_EQ(fast["kl_mean"].get<double>(), 0.0);
+    }
+    const char* note = flags.empty() ? "has no effect"
+                       : native      ? "--bf16-products adds nothing"
+                                     : "--bf16-products has no effect";
+    EXPECT_EQ(err.find(note) != std::string::npos, !flags.empty()) << err;
+  }
+  std::filesystem::remove(file);
 }
 
 TEST(Cli, SameSeedSameText) {
