@@ -216,20 +216,83 @@ TESSERA_INLINE inline __m512i round_pairs(const float* x, int64_t n_floats) {
   return _mm512_inserti64x4(_mm512_zextsi256_si512(round_16(lo)), round_16(hi), 1);
 }
 
-// Tokens [t_begin, t_end) into the tiles' order: each token's 16 pairs at a time, scattered at its tile's stride.
+// Token t's pairs into the tiles' order, 16 at a time, scattered at its tile's stride: for the tokens of a tile
+// that the thread's token range splits.
+void round_token_scattered(const float* x, int64_t n_in, const TileOrder& layout, int64_t t, uint32_t* out) {
+  const float* row = x + t * n_in;
+  layout.for_each_chunk(t, [&](int64_t p0, int64_t p_end, int64_t at, int64_t nt) {
+    const __m512i stride = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int32_t(nt)));
+    for (int64_t p = p0; p < p_end; p += 16) {
+      const __m512i v = round_pairs(row + 2 * p, n_in - 2 * p);
+      const int64_t n = std::min<int64_t>(16, p_end - p);
+      _mm512_mask_i32scatter_epi32(out + at + (p - p0) * nt, __mmask16((1u << n) - 1), stride, v, 4);
+    }
+  });
+}
+
+// Rows r[0..15] of 16 words into columns: r[j] becomes (r[0][j], r[1][j], ..., r[15][j]).
+TESSERA_INLINE inline void transpose_16x16(__m512i (&r)[16]) {
+  __m512i a[16];
+  for (int i = 0; i < 16; i += 2) {  // 2 x 2 blocks of words
+    a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 4 x 4 blocks of words within each 128-bit lane
+    r[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {  // 128-bit lanes: rows 0-3 with 4-7, 8-11 with 12-15
+    a[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    a[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+    a[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    a[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_i32x4(a[i], a[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(a[i], a[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_i32x4(a[i + 4], a[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_i32x4(a[i + 4], a[i + 12], 0xdd);
+  }
+}
+
+// The whole tile of tokens [tt, tt + nt) into the tiles' order: per 16 pairs, the tile's rounded rows turned into
+// 16 runs of nt words in registers, which follow one another in the order. With a masked scatter per token
+// instead, the rounding took 2.0 % of a 649-token BF16 prefill's samples; this way 1.0 % (Zen 4).
+void round_tile_transposed(const float* x, int64_t n_in, const TileOrder& layout, int64_t tt, int64_t nt,
+                           uint32_t* out) {
+  const __mmask16 tokens = __mmask16((1u << nt) - 1);
+  layout.for_each_chunk(tt, [&](int64_t p0, int64_t p_end, int64_t at, int64_t) {
+    for (int64_t p = p0; p < p_end; p += 16) {
+      __m512i r[16];
+      for (int64_t i = 0; i < 16; ++i) {
+        r[i] = i < nt ? round_pairs(x + (tt + i) * n_in + 2 * p, n_in - 2 * p) : _mm512_setzero_si512();
+      }
+      transpose_16x16(r);
+      uint32_t* o = out + at + (p - p0) * nt;
+      for (int64_t j = 0, n = std::min<int64_t>(16, p_end - p); j < n; ++j) {
+        _mm512_mask_storeu_epi32(o + j * nt, tokens, r[j]);
+      }
+    }
+  });
+}
+
+// Tokens [t_begin, t_end) into the tiles' order: whole tiles transposed in registers, the tokens of a tile the
+// range splits (between two threads) one by one.
 void round_packed(const float* x, int64_t n_in, const TileOrder& layout, int64_t t_begin, int64_t t_end,
                   uint32_t* out) {
-  for (int64_t t = t_begin; t < t_end; ++t) {
-    const float* row = x + t * n_in;
-    layout.for_each_chunk(t, [&](int64_t p0, int64_t p_end, int64_t at, int64_t nt) {
-      const __m512i stride = _mm512_mullo_epi32(
-          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int32_t(nt)));
-      for (int64_t p = p0; p < p_end; p += 16) {
-        const __m512i v = round_pairs(row + 2 * p, n_in - 2 * p);
-        const int64_t n = std::min<int64_t>(16, p_end - p);
-        _mm512_mask_i32scatter_epi32(out + at + (p - p0) * nt, __mmask16((1u << n) - 1), stride, v, 4);
-      }
-    });
+  static_assert(kPackedTokens <= 16);
+  for (int64_t t = t_begin; t < t_end;) {
+    const int64_t tt = layout.tile_of(t), nt = layout.tokens_of_tile(tt);
+    if (tt == t && t + nt <= t_end) {
+      round_tile_transposed(x, n_in, layout, tt, nt, out);
+      t += nt;
+    } else {
+      round_token_scattered(x, n_in, layout, t, out);
+      ++t;
+    }
   }
 }
 

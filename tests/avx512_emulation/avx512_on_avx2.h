@@ -112,6 +112,12 @@ inline void mm512_mask_storeu_ps(void* p, uint16_t k, simde__m512 a) {
     if (bit(k, i)) std::memcpy(static_cast<char*>(p) + 4 * i, &x.v[i], 4);
 }
 
+inline void mm512_mask_storeu_epi32(void* p, uint16_t k, simde__m512i a) {
+  const auto x = Lanes<int32_t, simde__m512i>::of(a);
+  for (int i = 0; i < 16; ++i)
+    if (bit(k, i)) std::memcpy(static_cast<char*>(p) + 4 * i, &x.v[i], 4);
+}
+
 inline simde__m512 mm512_mask_i32gather_ps(simde__m512 src, uint16_t k, simde__m512i index, const void* base,
                                            int scale) {
   auto r = Lanes<float, simde__m512>::of(src);
@@ -227,6 +233,8 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_maskz_loadu_ps TESSERA_EMULATED(mm512_maskz_loadu_ps)
 #undef _mm512_mask_storeu_ps
 #define _mm512_mask_storeu_ps TESSERA_EMULATED(mm512_mask_storeu_ps)
+#undef _mm512_mask_storeu_epi32
+#define _mm512_mask_storeu_epi32 TESSERA_EMULATED(mm512_mask_storeu_epi32)
 #undef _mm512_mask_i32gather_ps
 #define _mm512_mask_i32gather_ps TESSERA_EMULATED(mm512_mask_i32gather_ps)
 #undef _mm512_mask_i32scatter_epi32
@@ -300,6 +308,14 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_unpackhi_epi16 simde_mm512_unpackhi_epi16
 #undef _mm512_unpacklo_epi16
 #define _mm512_unpacklo_epi16 simde_mm512_unpacklo_epi16
+#undef _mm512_unpackhi_epi32
+#define _mm512_unpackhi_epi32 simde_mm512_unpackhi_epi32
+#undef _mm512_unpacklo_epi32
+#define _mm512_unpacklo_epi32 simde_mm512_unpacklo_epi32
+#undef _mm512_unpackhi_epi64
+#define _mm512_unpackhi_epi64 simde_mm512_unpackhi_epi64
+#undef _mm512_unpacklo_epi64
+#define _mm512_unpacklo_epi64 simde_mm512_unpacklo_epi64
 #undef _mm512_permutex2var_ps
 #define _mm512_permutex2var_ps simde_mm512_permutex2var_ps
 #undef _mm512_mask_blend_epi32
@@ -372,6 +388,8 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_shuffle_epi8 simde_mm512_shuffle_epi8
 #undef _mm512_shuffle_f32x4
 #define _mm512_shuffle_f32x4 simde_mm512_shuffle_f32x4
+#undef _mm512_shuffle_i32x4
+#define _mm512_shuffle_i32x4 simde_mm512_shuffle_i32x4
 #undef _mm512_shuffle_ps
 #define _mm512_shuffle_ps simde_mm512_shuffle_ps
 #undef _mm512_slli_epi16
