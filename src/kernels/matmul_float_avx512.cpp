@@ -8,6 +8,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/matmul_float_inl.h"
@@ -16,6 +17,7 @@
 #include "kernels/matmul_ymm_inl.h"
 #include "kernels/matmul_zmm_inl.h"
 #include "kernels/static_for.h"
+#include "kernels/tile_columns_zmm_inl.h"
 
 namespace tessera::kernels::avx512 {
 namespace {
@@ -152,8 +154,26 @@ struct PanelZmm {
 
 }  // namespace
 
+// Whole tiles of tokens 16 values at a time through registers (tile_columns_zmm_inl.h); the tokens of a tile a
+// thread boundary splits one store per value (pack_panel_tokens).
 void pack_panel_acts(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end, float* out) {
-  pack_panel_tokens<PanelZmm>(x, n_in, n_tokens, t_begin, t_end, out);
+  static_assert(PanelZmm::kPackedTokens <= 16);
+  const TileOrder order = panel_order<PanelZmm>(n_tokens, n_in);
+  // Written only by vector stores, which may alias the floats.
+  uint32_t* words = reinterpret_cast<uint32_t*>(out);
+  const auto whole = [&](int64_t tt, int64_t nt) {
+    order.for_each_chunk(tt, [&](int64_t k0, int64_t k_end, int64_t at, int64_t) {
+      for (int64_t k = k0; k < k_end; k += 16) {
+        const int64_t n = std::min<int64_t>(16, k_end - k);
+        const auto row = [&](int64_t i) {
+          return _mm512_castps_si512(_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), x + (tt + i) * n_in + k));
+        };
+        store_tile_columns(nt, n, row, words + at + (k - k0) * nt);
+      }
+    });
+  };
+  order.for_each_tile_in(t_begin, t_end, whole,
+                         [&](int64_t t) { pack_panel_tokens<PanelZmm>(x, n_in, n_tokens, t, t + 1, out); });
 }
 
 void matmul_float_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {

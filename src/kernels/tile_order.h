@@ -43,6 +43,21 @@ struct TileOrder {
     return std::min(tile_tokens, block(tb) - (tt - tb));
   }
 
+  // For tokens [t_begin, t_end): whole(tt, nt) for each tile (from token tt, nt tokens) the range holds whole, and
+  // part(t) for each token of a tile it splits (a thread's range may end mid-tile).
+  template <typename Whole, typename Part>
+  void for_each_tile_in(int64_t t_begin, int64_t t_end, Whole&& whole, Part&& part) const {
+    for (int64_t t = t_begin; t < t_end;) {
+      const int64_t tt = tile_of(t), nt = tokens_of_tile(tt);
+      if (tt == t && t + nt <= t_end) {
+        whole(tt, nt);
+        t += nt;
+      } else {
+        part(t++);
+      }
+    }
+  }
+
   // f(k0, k_end, at, stride) for each chunk [k0, k_end) of token t: its value k goes to at + (k − k0)·stride
   // (stride: the token count of t's tile).
   template <typename F>
