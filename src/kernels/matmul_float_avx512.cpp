@@ -159,7 +159,7 @@ struct PanelZmm {
 void pack_panel_acts(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end, float* out) {
   static_assert(PanelZmm::kPackedTokens <= 16);
   const TileOrder order = panel_order<PanelZmm>(n_tokens, n_in);
-  // Written only by vector stores, which may alias the floats.
+  // `words` is written only through the masked vector stores, which may alias the floats.
   uint32_t* words = reinterpret_cast<uint32_t*>(out);
   const auto whole = [&](int64_t tt, int64_t nt) {
     order.for_each_chunk(tt, [&](int64_t k0, int64_t k_end, int64_t at, int64_t) {

@@ -44,7 +44,7 @@ struct TileOrder {
   }
 
   // For tokens [t_begin, t_end): whole(tt, nt) for each tile (from token tt, nt tokens) the range holds whole, and
-  // part(t) for each token of a tile it splits (a thread's range may end mid-tile).
+  // part(t) for each token of a tile it splits (a thread's range may start or end mid-tile).
   template <typename Whole, typename Part>
   void for_each_tile_in(int64_t t_begin, int64_t t_end, Whole&& whole, Part&& part) const {
     for (int64_t t = t_begin; t < t_end;) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -17,6 +18,8 @@
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/tile_order.h"
 
 namespace tessera {
 namespace {
@@ -457,6 +460,83 @@ INSTANTIATE_TEST_SUITE_P(Types, InterleaveType,
                                            TensorType::Q6_K, TensorType::F32, TensorType::F16, TensorType::BF16,
                                            TensorType::FP8_E4M3),
                          [](const auto& info) { return std::string(tensor_type_name(info.param)); });
+
+// A thread's token range over the tiles' order: every token once, whole tiles only where the range holds them
+// (a thread writing a whole tile that another thread's range shares would race with it), the rest one by one.
+TEST(TileOrder, ATokenRangeVisitsWholeTilesOnlyInsideIt) {
+  const kernels::TileOrder order{190, 100, 2048, 180, 12};  // blocks of 180 and 10: tiles of 12 and one of 10
+  for (int64_t b = 0; b <= 190; ++b) {
+    for (int64_t e = b; e <= 190; ++e) {
+      std::vector<int> seen(190, 0);
+      order.for_each_tile_in(
+          b, e,
+          [&](int64_t tt, int64_t nt) {
+            ASSERT_EQ(order.tile_of(tt), tt);
+            ASSERT_EQ(order.tokens_of_tile(tt), nt);
+            ASSERT_TRUE(b <= tt && tt + nt <= e) << b << ".." << e << ": tile " << tt;
+            for (int64_t t = tt; t < tt + nt; ++t) ++seen[t];
+          },
+          [&](int64_t t) {
+            const int64_t tt = order.tile_of(t);
+            ASSERT_TRUE(b <= t && t < e);
+            ASSERT_TRUE(tt < b || tt + order.tokens_of_tile(tt) > e) << b << ".." << e << ": token " << t;
+            ++seen[t];
+          });
+      for (int64_t t = 0; t < 190; ++t) ASSERT_EQ(seen[t], t >= b && t < e ? 1 : 0) << b << ".." << e << ": " << t;
+    }
+  }
+}
+
+// The activations' preparation for the panel tiles, called for one thread's token range: it writes exactly that
+// range's words of the whole call's result (the count of words it touches is the range's), nothing past the end,
+// for ranges that start and end mid-tile, in the short last block, and rows whose chunks end with part of a run.
+TEST(TileOrder, PackingARangeWritesExactlyItsTokensWords) {
+  using Pack = std::function<void(const float*, int64_t, int64_t, int64_t, int64_t, uint32_t*)>;
+  struct Level {
+    const char* name;
+    Isa isa;
+    int64_t (*words)(int64_t n_in);
+    Pack pack;
+  };
+  const auto floats = [](int64_t n_in) { return n_in; };
+  const auto pairs = [](int64_t n_in) { return (n_in + 1) / 2; };
+  const auto as_floats = [](auto f) {
+    return [f](const float* x, int64_t n_in, int64_t n, int64_t b, int64_t e, uint32_t* out) {
+      f(x, n_in, n, b, e, reinterpret_cast<float*>(out));
+    };
+  };
+  const Level levels[] = {{"avx2 panels", Isa::Avx2, floats, as_floats(kernels::avx2::pack_panel_acts)},
+                          {"avx512 panels", Isa::Avx512Vnni, floats, as_floats(kernels::avx512::pack_panel_acts)},
+                          {"avx512 bf16 pairs", Isa::Avx512Bf16, pairs, kernels::avx512::round_to_bf16}};
+  constexpr uint32_t kCanary = 0xdeadbeefu;  // no float in [-1, 1], nor two bf16 of them
+  const int64_t n_tokens = 190, points[] = {0, 5, 12, 13, 95, 179, 180, 185, 190};
+  for (const Level& level : levels) {
+    if (detected_isa() < level.isa) continue;
+    for (const int64_t n_in : {100, 101, 2600}) {
+      SCOPED_TRACE(std::string(level.name) + ", n_in " + std::to_string(n_in));
+      const auto x = random_floats(size_t(n_tokens * n_in), 50 + uint32_t(n_in));
+      const size_t n_words = size_t(n_tokens * level.words(n_in)), slack = 64;
+      std::vector<uint32_t> whole(n_words + slack, kCanary);
+      level.pack(x.data(), n_in, n_tokens, 0, n_tokens, whole.data());
+      ASSERT_EQ(std::count(whole.begin(), whole.begin() + n_words, kCanary), 0);
+      ASSERT_EQ(std::count(whole.begin() + n_words, whole.end(), kCanary), ptrdiff_t(slack));
+      for (const int64_t b : points) {
+        for (const int64_t e : points) {
+          if (e <= b) continue;
+          std::vector<uint32_t> part(n_words + slack, kCanary);
+          level.pack(x.data(), n_in, n_tokens, b, e, part.data());
+          size_t written = 0;
+          for (size_t i = 0; i < part.size(); ++i) {
+            if (part[i] == kCanary) continue;
+            ++written;
+            ASSERT_EQ(part[i], whole[i]) << b << ".." << e << ": word " << i;
+          }
+          EXPECT_EQ(written, size_t((e - b) * level.words(n_in))) << b << ".." << e;
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace tessera
