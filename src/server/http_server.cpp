@@ -13,6 +13,7 @@
 #include <deque>
 #include <optional>
 #include <unordered_set>
+#include <utility>
 
 #include "core/error.h"
 #include "server/errors.h"
@@ -156,27 +157,32 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     streaming_ = true;
     // HTTP/1.0 has no chunked encoding: the body runs until the connection closes.
     if (!chunked_) keep_alive_ = false;
-    std::string head = head_lines(status, content_type, extra);
-    head += chunked_ ? "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n" : "Cache-Control: no-cache\r\n\r\n";
-    enqueue(std::move(head));
+    // Held back and written with the body's first bytes (or the stream's end), in one write: written alone, it
+    // could reach the client before a replica died, leaving a 200 with no data that a load balancer in front
+    // (nginx's proxy_next_upstream) may no longer send elsewhere (seen once in e2e_fleet's SIGKILL test).
+    stream_head_ = head_lines(status, content_type, extra);
+    stream_head_ +=
+        chunked_ ? "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n" : "Cache-Control: no-cache\r\n\r\n";
   }
   void write(std::string_view data) override {
     if (!streaming_ || complete_ || data.empty() || head_only_) return;
+    std::string out = std::exchange(stream_head_, {});
     if (!chunked_) {
-      enqueue(std::string(data));
+      enqueue(std::move(out.append(data)));
       return;
     }
     char size[24];
     const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-    std::string chunk;
-    chunk.reserve(size_t(n) + data.size() + 2);
-    chunk.append(size, size_t(n)).append(data).append("\r\n");
-    enqueue(std::move(chunk));
+    out.reserve(out.size() + size_t(n) + data.size() + 2);
+    out.append(size, size_t(n)).append(data).append("\r\n");
+    enqueue(std::move(out));
   }
   void end_stream() override {
     if (!streaming_ || complete_) return;
     complete_ = true;
-    if (chunked_ && !head_only_) return enqueue("0\r\n\r\n");
+    std::string out = std::exchange(stream_head_, {});
+    if (chunked_ && !head_only_) out += "0\r\n\r\n";
+    if (!out.empty()) return enqueue(std::move(out));
     if (!writing_ && out_.empty() && !closed_) finish_response();
   }
   bool open() const override { return !closed_; }
@@ -263,6 +269,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     unread_body_ = true;
     responding_ = true;
     streaming_ = false;
+    stream_head_.clear();
     complete_ = true;
     on_close_ = nullptr;
     enqueue(canned_response(status, ErrorCode::InvalidRequest, message));
@@ -299,6 +306,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     extra_headers_.clear();
     responding_ = true;
     complete_ = streaming_ = false;
+    stream_head_.clear();
     on_close_ = nullptr;
     if (!too_large) start_watch();
     server_->handler(std::move(req), shared_from_this());
@@ -425,6 +433,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   std::array<char, 4096> scratch_;  // linger_close() reads into it
   uint64_t discarded_ = 0;
   std::deque<std::string> out_;  // bytes waiting to be written, in order
+  std::string stream_head_;      // a stream's status line and headers until its first bytes go out with them
   uint64_t queued_bytes_ = 0;
   uint64_t n_writes_ = 0;  // writes started: tells a stale write timeout from the current one
   std::function<void()> on_close_;

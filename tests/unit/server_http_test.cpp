@@ -193,6 +193,35 @@ TEST(HttpServer, Http10ClientsGetAPlainStream) {
   ::close(fd);
 }
 
+// A stream's head waits for its first bytes and goes out with them in one write: sent alone, it could reach a
+// client (or a load balancer, which may then no longer retry elsewhere) before a replica died with nothing more.
+// A stream that ends without data still sends its head and end.
+TEST(HttpServer, AStreamsHeadGoesOutWithItsFirstBytes) {
+  for (const bool with_data : {true, false}) {
+    std::shared_ptr<Responder> held;
+    TestServer s({}, [&](HttpRequest&&, std::shared_ptr<Responder> r) {
+      r->start_stream(200, "text/event-stream");
+      held = std::move(r);
+    });
+    const int fd = connect_to(s.port);
+    send_all(fd, "GET /s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(read_until_close(fd, 300ms), "") << "the head went out before any data";
+    std::promise<void> sent;
+    boost::asio::post(s.ioc(), [&] {
+      if (with_data) held->write("data: one\n\n");
+      held->end_stream();
+      held.reset();
+      sent.set_value();
+    });
+    sent.get_future().wait();
+    const std::string r = read_until_close(fd, 5000ms);
+    EXPECT_TRUE(r.starts_with("HTTP/1.1 200 OK\r\n")) << r;
+    EXPECT_NE(r.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << r;
+    EXPECT_TRUE(r.ends_with(with_data ? "\r\n\r\nb\r\ndata: one\n\n\r\n0\r\n\r\n" : "\r\n\r\n0\r\n\r\n")) << r;
+    ::close(fd);
+  }
+}
+
 TEST(HttpServer, ConnectionsOverTheCapGetA503AndAreClosed) {
   HttpOptions o;
   o.max_connections = 2;
