@@ -379,9 +379,11 @@ TEST(Engine, SubmitAllIsOneArrival) {
   o.scheduling.policy = SchedulingPolicy::Static;
   o.scheduling.max_seqs = 4;
   for (int round = 0; round < 20; ++round) {
-    Engine engine(model(), o);
+    // Declared before the engine, so destroyed after it: the observer of the last step may still be running
+    // until the engine's thread is joined (the sanitizer build caught a write into a freed vector).
     std::mutex mutex;
     std::vector<int64_t> seqs_per_step;
+    Engine engine(model(), o);
     engine.set_step_observer([&](const StepStats& st) {
       std::lock_guard lock(mutex);
       seqs_per_step.push_back(st.n_seqs);

@@ -5,6 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 
 namespace tessera::testing {
 namespace {
@@ -159,7 +164,18 @@ std::shared_ptr<Model> model_from_reference(const RefModel& m, const std::string
     l.w_down = matrix(L.w_down, c.n_embd, c.n_ff);
     w.layers.push_back(l);
   }
-  return Model::from_parts(c, w, nullptr, nullptr);
+  // A tokenizer of the model's vocabulary size (pieces "t<id>", no BOS): the engine binds one to every request, and a null
+  // one was a null reference, which the sanitizer build reported. The logits do not depend on it.
+  Vocab vocab;
+  vocab.model = "llama";
+  vocab.add_bos = false;
+  vocab.unk = 0;  // "t0": what text without a piece of its own becomes
+  for (int64_t i = 0; i < m.n_vocab; ++i) {
+    vocab.tokens.push_back("t" + std::to_string(i));
+    vocab.scores.push_back(-float(i));
+    vocab.kinds.push_back(i == 0 ? TokenKind::Unknown : TokenKind::Normal);
+  }
+  return Model::from_parts(c, w, make_tokenizer(std::move(vocab)), nullptr);
 }
 
 LogitDiff compare_logits(const std::vector<std::vector<double>>& expected, const std::vector<float>& actual) {
