@@ -44,9 +44,7 @@ RooflineComparison roofline_comparison(const Model& model, const OfflineBenchOpt
   RooflineComparison r;
   r.bandwidth_gbs = limits.bandwidth_gbs.best();
   r.peak = compute_peak_of(model);
-  r.peak_gops = r.peak == ComputePeak::Int8   ? limits.peaks.int8_gops.best()
-                : r.peak == ComputePeak::Bf16 ? limits.peaks.bf16_gflops.best()
-                                              : limits.peaks.fp32_gflops.best();
+  r.peak_gops = limits.peaks.best(r.peak);
   const RooflineStepCost cost = roofline_step_cost(model, r.bandwidth_gbs, r.peak_gops);
   const BatchingWorkload w{.prompt_tokens = b.prompt_tokens,
                            .output_tokens = std::move(output_lengths),

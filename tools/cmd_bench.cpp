@@ -182,12 +182,11 @@ int bench(const BenchOptions& o) {
   const uint64_t weight_bytes = model->weight_bytes();
   const double decode_gbs = double(weight_bytes) * decode[1].tokens_per_s * 1e-9;
   const double prefill_gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[512].tokens_per_s * 1e-9;
-  const bool int8 = computes_in_int8(type);
   // BF16 weights in panels (and F16 ones with --bf16-products) on a CPU with AVX-512 BF16 multiply at the bf16
   // dot-product rate, unless --fp32-activations.
   const ComputePeak compute_peak = compute_peak_of(*model);
-  const bool bf16 = compute_peak == ComputePeak::Bf16;
-  const double peak = int8 ? int8_peak : bf16 ? peaks.bf16_gflops.best() : fp32_peak;
+  const bool int8 = compute_peak == ComputePeak::Int8, bf16 = compute_peak == ComputePeak::Bf16;
+  const double peak = peaks.best(compute_peak);
   const char* peak_kind = compute_peak_name(compute_peak);
   const double bandwidth_ratio = decode_gbs / bandwidth;
   const double peak_ratio = prefill_gops / peak;

@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "core/cpu_features.h"
 #include "core/json_file.h"
 #include "core/error.h"
 #include "eval/perplexity.h"
@@ -43,7 +42,7 @@ int run_perplexity(const PerplexityCliOptions& c) {
                         {"tokens_scored", r.n_scored},  {"nll", r.nll},           {"perplexity", r.perplexity},
                         {"weight_bytes", model->weight_bytes()}, {"int8_threshold", c.load.int8_threshold}};
     // Whether the model under test took bf16 products (BF16 weights by default, on CPUs with AVX-512 BF16).
-    j["bf16_products"] = active_isa() >= Isa::Avx512Bf16 && model->n_bf16_product_matrices() > 0;
+    j["bf16_products"] = model->takes_bf16_products();
     if (r.has_reference) {
       j["reference"] = ref->name();
       j["ref_perplexity"] = r.ref_perplexity;

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <vector>
 
-#include "core/cpu_features.h"
 #include "kv/kv_pool.h"
 #include "model/forward.h"
 
@@ -178,12 +177,7 @@ bool computes_in_int8(TensorType type) {
 
 ComputePeak compute_peak_of(const Model& model) {
   if (computes_in_int8(model.weights().layers.at(0).w_gate.type)) return ComputePeak::Int8;
-  if (active_isa() >= Isa::Avx512Bf16 && model.n_bf16_product_matrices() > 0) return ComputePeak::Bf16;
-  return ComputePeak::Fp32;
-}
-
-const char* compute_peak_name(ComputePeak peak) {
-  return peak == ComputePeak::Int8 ? "int8" : peak == ComputePeak::Bf16 ? "bf16" : "fp32";
+  return model.takes_bf16_products() ? ComputePeak::Bf16 : ComputePeak::Fp32;
 }
 
 }  // namespace tessera

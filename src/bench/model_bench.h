@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/roofline.h"
 #include "core/thread_pool.h"
 #include "core/kv_type.h"
 #include "model/model.h"
@@ -56,10 +57,7 @@ uint64_t layer_matmul_elements(const Model& model);
 bool computes_in_int8(TensorType type);
 
 // The compute peak a model's layer matrices run against: int8 where their kernels quantize the activations to
-// int8, bf16 where its BF16 matrices take bf16 products (LoadOptions::bf16_products on a CPU with AVX-512 BF16),
-// fp32 FMA otherwise.
-enum class ComputePeak { Int8, Bf16, Fp32 };
+// int8, bf16 where its BF16 matrices take bf16 products (Model::takes_bf16_products), fp32 FMA otherwise.
 ComputePeak compute_peak_of(const Model& model);
-const char* compute_peak_name(ComputePeak peak);  // "int8", "bf16", "fp32"
 
 }  // namespace tessera

@@ -163,6 +163,16 @@ std::string ProbeSeries::listed() const {
   return out;
 }
 
+const char* compute_peak_name(ComputePeak peak) {
+  return peak == ComputePeak::Int8 ? "int8" : peak == ComputePeak::Bf16 ? "bf16" : "fp32";
+}
+
+double PeakProbes::best(ComputePeak peak) const {
+  return peak == ComputePeak::Int8   ? int8_gops.best()
+         : peak == ComputePeak::Bf16 ? bf16_gflops.best()
+                                     : fp32_gflops.best();
+}
+
 void PeakProbes::measure(ThreadPool& pool, int reps) {
   fp32_gflops.values.push_back(measure_fp32_peak_gflops(pool, reps));
   int8_gops.values.push_back(measure_int8_peak_gops(pool, reps));

@@ -71,11 +71,16 @@ struct ProbeSeries {
   std::string listed() const;
 };
 
+// Which compute peak a workload runs against: int8 dot products, bf16 dot products or fp32 FMA.
+enum class ComputePeak { Int8, Bf16, Fp32 };
+const char* compute_peak_name(ComputePeak peak);  // "int8", "bf16", "fp32"
+
 // The compute peaks, probed together each time measure() runs.
 struct PeakProbes {
   ProbeSeries fp32_gflops, int8_gops, int8_product_gops;
   ProbeSeries bf16_gflops;  // empty without AVX-512 BF16
   void measure(ThreadPool& pool, int reps);
+  double best(ComputePeak peak) const;  // the best probe of that peak
 };
 
 }  // namespace tessera

@@ -398,6 +398,10 @@ int64_t Model::n_bf16_product_matrices() const {
   return n;
 }
 
+bool Model::takes_bf16_products() const {
+  return active_isa() >= Isa::Avx512Bf16 && n_bf16_product_matrices() > 0;
+}
+
 int64_t Model::n_int8_matrices() const {
   int64_t n = 0;
   for_each_linear(weights_, [&](const WeightMatrix& m) { n += m.type == TensorType::I8; });

@@ -99,6 +99,8 @@ class Model {
   // BF16 matrices marked for bf16 products (LoadOptions::bf16_products; they take them where the CPU has
   // AVX-512 BF16).
   int64_t n_bf16_product_matrices() const;
+  // Whether any of them takes bf16 products now: marked, and the active ISA level has AVX-512 BF16.
+  bool takes_bf16_products() const;
   // What the model's authors recommend for sampling (general.sampling.*, from generation_config.json).
   const SamplingDefaults& sampling_defaults() const { return sampling_defaults_; }
 

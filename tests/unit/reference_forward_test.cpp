@@ -180,7 +180,7 @@ TEST_P(ReferenceForwardHf, FolderServedDirectlyAgreesWithNaiveFp64) {
   if (v.spec.dtype == "BF16") {
     EXPECT_GT(by_default->n_bf16_product_matrices(), 0);  // marked on every CPU
   }
-  if (by_default->n_bf16_product_matrices() > 0 && active_isa() >= Isa::Avx512Bf16) {
+  if (by_default->takes_bf16_products()) {
     OfflineEngine bf16(by_default, pool, 32, 5);
     const LogitDiff b = compare_logits(expected, bf16.prompt_logits(tokens));
     EXPECT_GT(b.max_diff, 0.0);
