@@ -206,7 +206,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
 struct Q4_KZmmFamily {
   static constexpr ZmmKind kKind = ZmmKind::Q4_K;
   static constexpr int kTileTokens = zmm_tile_tokens<ZmmKind::Q4_K>(), kMaxRegisters = 2;
-  using Ymm = Q4_Kx8Family;
+  using Ymm = Q4_Kx8Family<YmmVnni>;
   using Column = Q4KColumnScales;
   template <int NZ>
   static Column column(const MatmulArgs& a, int64_t group) {

@@ -213,14 +213,20 @@ TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], fl
 // NT tokens (q4_kx8_scales); sub-block j is then Q4_0x8's scheme: 8 vectors of its nibbles (values 4u..4u+3 of
 // the 8 rows) times those 4 activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480), widened
 // once, and finished with one FMA for the q·x part and one for the min part (the activations' block sum). With
-// two groups each broadcast serves both groups' vectors. The same operations for every (group, token) element
-// whatever NT and NG are (batch invariance). Its lambdas, and Q6_Kx8's, are marked always-inline: with bodies
-// this large `flatten` alone left Q6_Kx8's block loop out of line at 3-4 tokens, its accumulators in memory.
-template <int NT, int NG = 1>
+// VNNI each product goes into the int32 sum directly (one vpdpbusd for vpmaddubsw and the int16 add, no
+// widening): the same integer. With two groups each broadcast serves both groups' vectors. The same operations
+// for every (group, token) element whatever NT and NG are (batch invariance). Its lambdas, and Q6_Kx8's, are
+// marked always-inline: with bodies this large `flatten` alone left Q6_Kx8's block loop out of line at 3-4
+// tokens, its accumulators in memory.
+template <typename Isa, int NT, int NG = 1>
 __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
   const int64_t nsb = a.n_in / 256;
   const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  // vpdpbusd's latency chains a sub-block's 8 products per sum, where the int16 route chains only its 1-cycle
+  // adds: a tile of one sum (one token, one group) alternates two. With two sums a tile ran as fast as without
+  // VNNI from memory (2 threads, Zen 4), and 10 % slower with four.
+  constexpr int kChains = Isa::kVnni && NT * NG == 1 ? 2 : 1;
   const TileActs<NT> x(a, t0);
   __m256 acc[NG][NT];
   static_for<NG>([&](auto g) TESSERA_INLINE {
@@ -236,9 +242,11 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
     static_for<8>([&](auto j) TESSERA_INLINE {
       constexpr int chunk = decltype(j)::value / 2;
       constexpr bool high = decltype(j)::value % 2 == 1;
-      __m256i s16[NG][NT];
-      static_for<NG>([&](auto g) TESSERA_INLINE {
-        static_for<NT>([&](auto t) TESSERA_INLINE { s16[g][t] = _mm256_setzero_si256(); });
+      __m256i sum[kChains][NG][NT];  // int16 pairs (AVX2) or int32 (VNNI)
+      static_for<kChains>([&](auto c) TESSERA_INLINE {
+        static_for<NG>([&](auto g) TESSERA_INLINE {
+          static_for<NT>([&](auto t) TESSERA_INLINE { sum[c][g][t] = _mm256_setzero_si256(); });
+        });
       });
       static_for<8>([&](auto u) TESSERA_INLINE {
         __m256i q[NG];
@@ -249,8 +257,11 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
         static_for<NT>([&](auto t) TESSERA_INLINE {
           const __m256i xv = broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u);
           static_for<NG>([&](auto g) TESSERA_INLINE {
-            s16[g][t] = _mm256_add_epi16(s16[g][t], _mm256_maddubs_epi16(q[g], xv));
-            keep_in_register(s16[g][t]);
+            if constexpr (Isa::kVnni)
+              sum[u % kChains][g][t] = Isa::dpbusd(sum[u % kChains][g][t], q[g], xv);
+            else
+              sum[0][g][t] = _mm256_add_epi16(sum[0][g][t], _mm256_maddubs_epi16(q[g], xv));
+            keep_in_register(sum[u % kChains][g][t]);
           });
         });
       });
@@ -258,7 +269,9 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
       static_for<NG>([&](auto g) TESSERA_INLINE {
         const __m256 sc = _mm256_load_ps(dsc[g][j]), mn = _mm256_load_ps(dmn[g][j]);
         static_for<NT>([&](auto t) TESSERA_INLINE {
-          const __m256 qx = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[g][t], ones));
+          __m256i s32 = Isa::kVnni ? sum[0][g][t] : _mm256_madd_epi16(sum[0][g][t], ones);
+          if constexpr (kChains == 2) s32 = _mm256_add_epi32(s32, sum[1][g][t]);
+          const __m256 qx = _mm256_cvtepi32_ps(s32);
           acc[g][t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[g][t]);
           acc[g][t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[g][t]);
         });
@@ -390,7 +403,9 @@ TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& 
 }
 
 // Straight from the interleaved blocks: each tile assembles every value it multiplies (about half its vector
-// instructions), the right trade for a token or a few.
+// instructions), the right trade for a token or a few. It keeps the int16 route with VNNI too: four vpdpbusd and a
+// vpmulld per sub-block (the 512-bit tile's way) were 6-11 % faster in cache but 4-8 % slower from memory at 1-2
+// tokens (5632x2048, 2 threads, Zen 4), which is where decode runs.
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   const int64_t nsb = a.n_in / 256;
@@ -538,13 +553,14 @@ struct Q6_KTile {
 
 // Q4_Kx8 and Q6_Kx8 for interleaved_rows: tiles of up to 4 tokens, one group at a time, and for Q4_Kx8 4-token
 // pair tiles (two groups).
+template <typename Isa>
 struct Q4_Kx8Family {
   static constexpr bool kPairs = true;
   static constexpr bool kWide = false;
   template <int NT>
-  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8<NT>(a, t0, group); }
+  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8<Isa, NT>(a, t0, group); }
   template <int NT>
-  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8<NT, 2>(a, t0, group); }
+  static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_kx8<Isa, NT, 2>(a, t0, group); }
 };
 struct Q6_Kx8Family {
   static constexpr bool kPairs = false;
@@ -559,7 +575,7 @@ void kquant_rows_ymm(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.type) {
     case KernelType::Q4_K: return row_tiles<Isa, Q4_KTile<Isa>>(a, row_begin, row_end, 0);
     case KernelType::Q6_K: return row_tiles<Isa, Q6_KTile<Isa>>(a, row_begin, row_end, 0);
-    case KernelType::Q4_Kx8: return interleaved_rows<Q4_Kx8Family>(a, row_begin, row_end);
+    case KernelType::Q4_Kx8: return interleaved_rows<Q4_Kx8Family<Isa>>(a, row_begin, row_end);
     case KernelType::Q6_Kx8:
       if (a.n_tokens >= kQ6_Kx8UnpackMinTokens) return q6_kx8_unpacked_rows(a, row_begin, row_end);
       return interleaved_rows<Q6_Kx8Family>(a, row_begin, row_end);

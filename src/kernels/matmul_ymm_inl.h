@@ -44,6 +44,7 @@ struct YmmAvx2 {
   static __m256i dot_u8s8(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
+  static constexpr bool kVnni = false;
   static constexpr int kTileTokens = 4;
   static constexpr int rows_per_tile(int n_tokens) { return n_tokens >= 3 ? 2 : 4; }
 };
@@ -53,6 +54,10 @@ struct YmmAvx2 {
 // saturates for our operands), so both ISA levels give the same integer sums; 32 registers take 4 rows a tile.
 struct YmmVnni {
   static __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+  // acc + dot_u8s8(u, s) in one instruction, for tiles whose AVX2 form sums in int16 first (tiles with
+  // `if constexpr (Isa::kVnni)`).
+  static __m256i dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static constexpr bool kVnni = true;
   static constexpr int kTileTokens = 4;
   static constexpr int rows_per_tile(int) { return 4; }
 };
