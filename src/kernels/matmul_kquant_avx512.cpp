@@ -56,7 +56,7 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 
 // Q4_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens: tile_q4_kx8's scheme with dpbusd. Per 32-value
 // sub-block j, 8 vectors of nibbles (values 4u..4u+3 of the 16 rows) times those 4 activation bytes broadcast
-// sum into int32 directly (the 256-bit tile's int16 sum widened by vpmaddwd is the same integer), then one FMA
+// sum into int32 directly (the AVX2 256-bit tile's int16 sum widened by vpmaddwd is the same integer), then one FMA
 // for the q·x part and one for the min part, in the 256-bit tile's order, with the column's unpacked scales.
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,

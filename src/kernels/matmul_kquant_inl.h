@@ -224,8 +224,9 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
   const int64_t nsb = a.n_in / 256;
   const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   // vpdpbusd's latency chains a sub-block's 8 products per sum, where the int16 route chains only its 1-cycle
-  // adds: a tile of one sum (one token, one group) alternates two. With two sums a tile ran as fast as without
-  // VNNI from memory (2 threads, Zen 4), and 10 % slower with four.
+  // adds: a tile of one sum (one token, one group) splits it into two alternating chains. Tiles of two or more
+  // sums already have that many independent chains; splitting theirs too was level from memory at two sums and
+  // 10 % slower at four (2 threads, Zen 4).
   constexpr int kChains = Isa::kVnni && NT * NG == 1 ? 2 : 1;
   const TileActs<NT> x(a, t0);
   __m256 acc[NG][NT];
@@ -249,6 +250,7 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
         });
       });
       static_for<8>([&](auto u) TESSERA_INLINE {
+        constexpr int c = decltype(u)::value % kChains;  // this product's chain
         __m256i q[NG];
         static_for<NG>([&](auto g) TESSERA_INLINE {
           const __m256i p = _mm256_loadu_si256((const __m256i*)(blk[g] + 128 + 32 * (8 * chunk + u)));
@@ -258,10 +260,10 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
           const __m256i xv = broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u);
           static_for<NG>([&](auto g) TESSERA_INLINE {
             if constexpr (Isa::kVnni)
-              sum[u % kChains][g][t] = Isa::dpbusd(sum[u % kChains][g][t], q[g], xv);
+              sum[c][g][t] = Isa::dpbusd(sum[c][g][t], q[g], xv);
             else
-              sum[0][g][t] = _mm256_add_epi16(sum[0][g][t], _mm256_maddubs_epi16(q[g], xv));
-            keep_in_register(sum[u % kChains][g][t]);
+              sum[c][g][t] = _mm256_add_epi16(sum[c][g][t], _mm256_maddubs_epi16(q[g], xv));
+            keep_in_register(sum[c][g][t]);
           });
         });
       });
@@ -269,7 +271,8 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
       static_for<NG>([&](auto g) TESSERA_INLINE {
         const __m256 sc = _mm256_load_ps(dsc[g][j]), mn = _mm256_load_ps(dmn[g][j]);
         static_for<NT>([&](auto t) TESSERA_INLINE {
-          __m256i s32 = Isa::kVnni ? sum[0][g][t] : _mm256_madd_epi16(sum[0][g][t], ones);
+          __m256i s32 = sum[0][g][t];
+          if constexpr (!Isa::kVnni) s32 = _mm256_madd_epi16(s32, ones);
           if constexpr (kChains == 2) s32 = _mm256_add_epi32(s32, sum[1][g][t]);
           const __m256 qx = _mm256_cvtepi32_ps(s32);
           acc[g][t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[g][t]);

@@ -4,7 +4,8 @@
 // stride instead (a masked scatter, or one store per value) took 2.0 % of a BF16 prefill's samples for the bf16
 // rounding and 1.4 % of an F16 prefill's for the float packing, against 1.1 % and 0.7 % this way (Zen 4, a
 // 649-token prompt, samples outside model loading). The AVX2 panels keep one store per value.
-// For the *_avx512.cpp kernel files only; anonymous namespace, for the reason matmul_ymm_inl.h gives.
+// For the *_avx512.cpp kernel files only (tile_columns_avx512.cpp makes it a call for its test); anonymous
+// namespace, for the reason matmul_ymm_inl.h gives.
 #pragma once
 
 #include <immintrin.h>
