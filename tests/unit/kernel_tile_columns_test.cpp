@@ -1,19 +1,20 @@
 // store_tile_columns (kernels/tile_columns_zmm_inl.h) at every tile width from 1 to 16 tokens and every run
 // count, against the plain definition of the tiles' order. The kernels call it with tiles of at most 12 tokens,
-// so their tests never reach the transposition's lanes 12-15. Runs where the CPU has AVX-512, and in the
-// emulated AVX-512 binary on every machine with AVX2.
+// so their tests never reach the transposition's lanes 12-15. Runs where the CPU has the AVX-512 kernels' level,
+// and in the emulated AVX-512 binary on every machine with AVX2.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "core/cpu_features.h"
 #include "kernels/tile_columns.h"
+#include "kernel_test_util.h"
 
 namespace {
 
 TEST(TileColumns, EveryTileWidthAndRunCountWritesExactlyTheTilesOrder) {
-  if (tessera::detected_isa() < tessera::Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  // The level the *_avx512.cpp objects are compiled for and dispatched at.
+  TESSERA_SKIP_IF_UNSUPPORTED(tessera::Isa::Avx512Vnni);
   constexpr uint32_t kUntouched = 0xdeadbeef;
   for (int64_t nt = 1; nt <= 16; ++nt) {
     std::vector<uint32_t> rows(size_t(16 * nt));  // exactly the tile's tokens: a read past them is a sanitizer error
