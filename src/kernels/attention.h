@@ -35,14 +35,14 @@ struct AttentionShape {
 // Floats of scratch one call needs when its last token attends n_pos positions, for the larger of the two kernel
 // layouts. AVX2: scores for every query row (each token × each query head of a kv-head group) and position,
 // fp32 copies of 8 K/V rows, of the queries and of the outputs. AVX-512: the queries transposed (16 rows per
-// register), scores [position][row] in chunks of 48 positions, 48 fp32 K/V rows, the outputs and two floats per
-// row (its score maximum and 1 / Σ e).
+// register), scores [position][row] in chunks of 48 positions, 48 fp32 K/V rows (four kv heads' interleaved, for
+// one token), the outputs and two floats per row (its score maximum and 1 / Σ e).
 inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape, int64_t n_tokens = 1) {
   const int64_t rows = n_tokens * (shape.n_head / shape.n_head_kv);
   const int64_t stride8 = (shape.head_dim + 7) / 8 * 8, stride16 = (shape.head_dim + 15) / 16 * 16;
   const int64_t avx2 = rows * ((n_pos + 7) / 8 * 8 + 2 * stride8) + 8 * stride8;
   const int64_t rows16 = (rows + 15) / 16 * 16;
-  const int64_t avx512 = rows16 * (shape.head_dim + (n_pos + 47) / 48 * 48 + 2) + 48 * stride16 + rows * stride16;
+  const int64_t avx512 = rows16 * (shape.head_dim + (n_pos + 47) / 48 * 48 + 2) + 4 * 48 * stride16 + rows16 * stride16;
   return avx2 > avx512 ? avx2 : avx512;
 }
 

@@ -65,6 +65,18 @@ constexpr int64_t kChunk = 48;
 // One kv head's K or V rows, read through the block table.
 template <int T>
 struct HeadRows : KvHeadSlice {
+  // Elements [i, i + 16) of the row at `slot` of block `block_index`, times its head scale, as fp32 (zero past
+  // head_dim): the same values load() writes.
+  __m512 load16_scaled(int64_t block_index, int64_t slot, int64_t i) const {
+    const uint8_t* block = blocks[block_index];
+    const __m512 x = load16<T>(block + slot * row_bytes + head_offset, i, first_lanes(head_dim - i), fp8_table);
+    if constexpr (T == kI8 || T == kFP8) {
+      float s;
+      std::memcpy(&s, block + scales_offset + (slot * n_head_kv + g) * 4, 4);
+      return _mm512_mul_ps(x, _mm512_set1_ps(s));
+    }
+    return x;
+  }
 
   // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
   // rows [n, kChunk) are zeroed. The block and slot advance with the position (one division per chunk).
@@ -140,9 +152,10 @@ void score_chunk(const float* qt, int64_t rows16, int64_t head_dim, const float*
   }
 }
 
-// Value sums of RO rows (weights w[p · rows16 + ro]) over positions [0, n) of a chunk (v: its rows, stride
+// Value sums of RO rows (weights w[p · rows16 + WS · ro]) over positions [0, n) of a chunk (v: its rows, stride
 // floats apart), columns [16·c, 16·(c + NV)) of acc_mem's rows (acc_stride apart); `first` starts from zero.
-template <int RO, int NV>
+// WS > 1: rows that share their lanes with other kv heads' (attend_one_token_packed).
+template <int RO, int NV, int WS = 1>
 __attribute__((noinline)) void value_tile(const float* w, int64_t rows16, int64_t n, const float* v, int64_t stride,
                                           float* acc_mem, int64_t acc_stride, bool first) {
   __m512 acc[RO][NV];
@@ -153,7 +166,7 @@ __attribute__((noinline)) void value_tile(const float* w, int64_t rows16, int64_
   });
   for (int64_t p = 0; p < n; ++p) {
     __m512 wp[RO];
-    static_for<RO>([&](auto r) { wp[r] = _mm512_set1_ps(w[p * rows16 + r]); });
+    static_for<RO>([&](auto r) { wp[r] = _mm512_set1_ps(w[p * rows16 + WS * r]); });
     static_for<NV>([&](auto c) {
       const __m512 vc = _mm512_loadu_ps(v + p * stride + 16 * c);
       static_for<RO>([&](auto r) { acc[r][c] = _mm512_fmadd_ps(wp[r], vc, acc[r][c]); });
@@ -168,15 +181,28 @@ __attribute__((noinline)) void value_tile(const float* w, int64_t rows16, int64_
 constexpr int value_tile_rows(int nv) { return nv == 1 ? 12 : nv == 2 ? 9 : nv == 3 ? 7 : nv == 4 ? 6 : nv <= 6 ? 4 : 3; }
 constexpr int kMaxValueRegisters = 8;
 
-// Value sums of rows [0, n_rows) of one token (w: their weights' column) over a chunk, all columns.
-template <int NV>
+// Value sums of rows [0, n_rows) of one token (w: their weights' column, rows WS lanes apart) over a chunk, all
+// columns.
+template <int NV, int WS = 1>
 void value_rows(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const float* v, int64_t stride,
                 float* acc_mem, int64_t acc_stride, int64_t col, bool first) {
   constexpr int RO = value_tile_rows(NV);
   for_each_tile<RO>(0, n_rows, [&](auto rows, int64_t r) {
-    value_tile<decltype(rows)::value, NV>(w + r, rows16, n, v + col, stride, acc_mem + r * acc_stride + col,
-                                          acc_stride, first);
+    value_tile<decltype(rows)::value, NV, WS>(w + WS * r, rows16, n, v + col, stride, acc_mem + r * acc_stride + col,
+                                              acc_stride, first);
   });
+}
+
+// value_rows over every column of the rows (stride floats, in steps of up to kMaxValueRegisters registers).
+template <int WS = 1>
+void value_rows_all_columns(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const float* v, int64_t stride,
+                            float* acc_mem, int64_t acc_stride, bool first) {
+  for (int64_t col = 0; col < stride; col += 16 * kMaxValueRegisters) {
+    const int64_t nv = std::min<int64_t>(kMaxValueRegisters, (stride - col) / 16);
+    static_for<kMaxValueRegisters>([&](auto i) {
+      if (nv == i + 1) value_rows<i + 1, WS>(w, rows16, n_rows, n, v, stride, acc_mem, acc_stride, col, first);
+    });
+  }
 }
 
 // Requests the query rows of heads [h0, h1) of n_tokens tokens into the cache level `Hint` names: a prompt's
@@ -187,6 +213,179 @@ void request_queries(const float* q, int64_t q_stride, int64_t n_tokens, int64_t
   for (int64_t t = 0; t < n_tokens; ++t) {
     const auto* row = reinterpret_cast<const char*>(q + t * q_stride + h0 * head_dim);
     for (int64_t byte = 0; byte < (h1 - h0) * head_dim * 4; byte += 64) _mm_prefetch(row + byte, Hint);
+  }
+}
+
+// ---- one token: several kv heads' query rows share a register ----------------------------------------------
+// A call's rows in the lanes leave a decode step's registers mostly idle: one token has as many rows per kv head
+// as the head has query heads (8 for TinyLlama, 4 for Llama-3-8B). So one token's call takes G kv heads in one
+// register (G = 2 for up to 8 query heads each, 4 for up to 4): lane G·i + j is query head i of the pass's kv
+// head j. The pass's K rows are interleaved element by element, dst[p][d][j], so that one broadcast of G floats
+// (vpbroadcastq, vbroadcasti32x4) gives every lane its own head's key element. Each lane still runs exactly the
+// operations of the definitions at the top, in the same order: a token's bits are those of any prompt run.
+
+// Rows of positions [p0, p0 + n) of the G heads (heads[j] null: a lane group without heads, zeros) into
+// dst[j][d][G] (row j's element d of head jj at dst[(j · stride + d) · G + jj]); rows [n, kChunk) are zeroed.
+// heads[0] is never null; its `ahead` requests the rows ahead, as HeadRows::load's does.
+template <int T, int G>
+void load_interleaved(const HeadRows<T>* const (&heads)[G], int64_t p0, int64_t n, int64_t stride, float* dst) {
+  const HeadRows<T>& lead = *heads[0];
+  int64_t block_index = p0 / lead.block_size, slot = p0 % lead.block_size;
+  std::optional<RowsAhead> walk;
+  if (lead.ahead != nullptr) walk = lead.ahead->from(p0);
+  // Lane pairs, then (G = 4) 64-bit pairs: a0 b0 a1 b1 … and then a0 b0 c0 d0 a1 b1 c1 d1 ….
+  const __m512i pair_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i pair_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i quad_lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+  const __m512i quad_hi = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+  for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == lead.block_size ? (++block_index, 0) : slot + 1) {
+    float* d = dst + j * stride * G;
+    if (j >= n) {
+      std::memset(d, 0, size_t(stride * G) * sizeof(float));
+      continue;
+    }
+    if (walk) walk->request_next();
+    for (int64_t i = 0; i < stride; i += 16) {
+      __m512 x[G];
+      static_for<G>([&](auto h) {
+        x[h] = heads[h] != nullptr ? heads[h]->load16_scaled(block_index, slot, i) : _mm512_setzero_ps();
+      });
+      float* at = d + i * G;
+      const __m512 ab_lo = _mm512_permutex2var_ps(x[0], pair_lo, x[1]);
+      const __m512 ab_hi = _mm512_permutex2var_ps(x[0], pair_hi, x[1]);
+      if constexpr (G == 2) {
+        _mm512_storeu_ps(at, ab_lo);
+        _mm512_storeu_ps(at + 16, ab_hi);
+      } else {
+        const __m512 cd_lo = _mm512_permutex2var_ps(x[2], pair_lo, x[3]);
+        const __m512 cd_hi = _mm512_permutex2var_ps(x[2], pair_hi, x[3]);
+        _mm512_storeu_ps(at, _mm512_permutex2var_ps(ab_lo, quad_lo, cd_lo));
+        _mm512_storeu_ps(at + 16, _mm512_permutex2var_ps(ab_lo, quad_hi, cd_lo));
+        _mm512_storeu_ps(at + 32, _mm512_permutex2var_ps(ab_hi, quad_lo, cd_hi));
+        _mm512_storeu_ps(at + 48, _mm512_permutex2var_ps(ab_hi, quad_hi, cd_hi));
+      }
+    }
+  }
+}
+
+// score_tile for one register of G kv heads' rows: the key element of P positions broadcast G floats at a time
+// from the interleaved chunk (rows k_stride floats apart). The first `seen` positions (those before the chunk's
+// zeroed rows) raise the maxima.
+template <int P, int G>
+__attribute__((noinline)) void score_tile_interleaved(const float* qt, int64_t head_dim, const float* k,
+                                                      int64_t k_stride, __m512 scale, int64_t seen, float* s,
+                                                      float* mx) {
+  __m512 acc[P];
+  static_for<P>([&](auto p) { acc[p] = _mm512_setzero_ps(); });
+  for (int64_t d = 0; d < head_dim; ++d) {
+    const __m512 q = _mm512_loadu_ps(qt + d * 16);
+    static_for<P>([&](auto p) {
+      const float* e = k + p * k_stride + d * G;
+      __m512 kp;
+      if constexpr (G == 2) {
+        int64_t pair;
+        std::memcpy(&pair, e, sizeof(pair));
+        kp = _mm512_castsi512_ps(_mm512_set1_epi64(pair));
+      } else {
+        kp = _mm512_castsi512_ps(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e))));
+      }
+      acc[p] = _mm512_fmadd_ps(q, kp, acc[p]);
+    });
+  }
+  __m512 top = _mm512_loadu_ps(mx);
+  static_for<P>([&](auto p) {
+    const __m512 score = _mm512_mul_ps(acc[p], scale);
+    _mm512_storeu_ps(s + p * 16, score);
+    if (p < seen) top = _mm512_max_ps(top, score);
+  });
+  _mm512_storeu_ps(mx, top);
+}
+
+// One token's query heads [head_begin, head_end), whose kv heads hold at most 16 / G query heads each, in passes
+// of G kv heads. Scratch as attend_typed's, with room for the interleaved chunk (kChunk · stride · G floats).
+template <int T, int G>
+void attend_one_token_packed(const float* q, const float* fp8_table, const uint8_t* const* k_blocks,
+                             const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
+                             int64_t n_pos, int64_t n_head_kv, int64_t group, int64_t head_dim, float scale,
+                             int64_t head_begin, int64_t head_end, const RowsAhead& keys_ahead,
+                             const RowsAhead& values_ahead, float* scratch, float* out) {
+  constexpr int P = 16;
+  static_assert(kChunk % P == 0);
+  const int64_t stride = (head_dim + 15) / 16 * 16;
+  const int64_t n_chunks = (n_pos + kChunk - 1) / kChunk;
+  // Scratch: Qt [head_dim][16], scores [n_chunks · kChunk][16], the interleaved K (or a head's V) chunk
+  // [kChunk][stride][G], outputs [16][stride] and the lanes' score maxima [16].
+  float* qt = scratch;
+  float* scores = qt + head_dim * 16;
+  float* chunk = scores + n_chunks * kChunk * 16;
+  float* outputs = chunk + kChunk * stride * G;
+  float* lane_max = outputs + 16 * stride;
+
+  const int64_t g_begin = head_begin / group, g_end = (head_end - 1) / group + 1;
+  for (int64_t g0 = g_begin; g0 < g_end; g0 += G) {
+    const bool first = g0 == g_begin;
+    // Pass head j = kv head g0 + j, its query heads [h0[j], h0[j] + m[j]) (m[j] = 0: none in this call).
+    int64_t h0[G], m[G];
+    std::optional<HeadRows<T>> keys[G], values[G];
+    const HeadRows<T>* key_heads[G];
+    for (int j = 0; j < G; ++j) {
+      const int64_t g = g0 + j;
+      h0[j] = std::max(head_begin, g * group);
+      m[j] = std::max<int64_t>(0, std::min(head_end, (g + 1) * group) - h0[j]);
+      key_heads[j] = nullptr;
+      if (m[j] == 0) continue;
+      keys[j].emplace(HeadRows<T>{kv_head_slice<T>(k_blocks, block_size, scales_offset, n_head_kv, head_dim, g,
+                                                   fp8_table, first && j == 0 ? &keys_ahead : nullptr)});
+      values[j].emplace(HeadRows<T>{kv_head_slice<T>(v_blocks, block_size, scales_offset, n_head_kv, head_dim, g,
+                                                     fp8_table, first && j == 0 ? &values_ahead : nullptr)});
+      key_heads[j] = &*keys[j];
+    }
+
+    std::fill(qt, qt + head_dim * 16, 0.0f);
+    for (int j = 0; j < G; ++j) {
+      for (int64_t i = 0; i < m[j]; ++i) {
+        const float* src = q + (h0[j] + i) * head_dim;
+        for (int64_t d = 0; d < head_dim; ++d) qt[d * 16 + G * i + j] = src[d];
+      }
+    }
+
+    std::fill(lane_max, lane_max + 16, -INFINITY);
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const int64_t p0 = c * kChunk, n = std::min(kChunk, n_pos - p0);
+      load_interleaved<T, G>(key_heads, p0, n, stride, chunk);
+      for (int64_t p = 0; p < n; p += P) {
+        score_tile_interleaved<P, G>(qt, head_dim, chunk + p * stride * G, stride * G, _mm512_set1_ps(scale),
+                                     std::min<int64_t>(P, n - p), scores + (p0 + p) * 16, lane_max);
+      }
+    }
+
+    // Softmax down the positions (every lane sees all n_pos), as attend_typed's.
+    const __m512 mx = _mm512_loadu_ps(lane_max);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t p = 0; p < n_pos; ++p) {
+      const __m512 e = exp_zmm(_mm512_sub_ps(_mm512_loadu_ps(scores + p * 16), mx));
+      _mm512_storeu_ps(scores + p * 16, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
+
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const int64_t p0 = c * kChunk, n = std::min(kChunk, n_pos - p0);
+      for (int64_t p = p0; p < p0 + n; ++p) {
+        _mm512_storeu_ps(scores + p * 16, _mm512_mul_ps(_mm512_loadu_ps(scores + p * 16), inv));
+      }
+      for (int j = 0; j < G; ++j) {
+        if (m[j] == 0) continue;
+        values[j]->load(p0, n, stride, chunk);
+        value_rows_all_columns<G>(scores + p0 * 16 + j, 16, m[j], n, chunk, stride, outputs + j * stride, G * stride,
+                                  p0 == 0);
+      }
+    }
+    for (int j = 0; j < G; ++j) {
+      for (int64_t i = 0; i < m[j]; ++i) {
+        std::memcpy(out + (h0[j] + i) * head_dim, outputs + (G * i + j) * stride, size_t(head_dim) * sizeof(float));
+      }
+    }
   }
 }
 
@@ -213,6 +412,12 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
                              head_end, group);
   const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
                                head_end, group);
+  // One token over more than one kv head: the heads share registers (attend_one_token_packed).
+  if (n_tokens == 1 && head_begin / group != (head_end - 1) / group && group <= 8) {
+    const auto packed = group <= 4 ? attend_one_token_packed<T, 4> : attend_one_token_packed<T, 2>;
+    return packed(q, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos, n_head_kv, group, head_dim,
+                  scale, head_begin, head_end, keys_ahead, values_ahead, scratch, out);
+  }
 
   // The call's queries into L2 now, each next group's into L1 while the group before it runs.
   request_queries<_MM_HINT_T1>(q, q_stride, n_tokens, head_begin, head_end, head_dim);
@@ -293,15 +498,7 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     // Every output element still runs one FMA chain in position order.
     // Value sums of rows [0, n_rows_in) (weights w, accumulators acc) over the chunk's positions [j0, j0 + n).
     const auto value_sums = [&](const float* w, int64_t n_rows_in, int64_t j0, int64_t n, float* acc, bool start) {
-      for (int64_t col = 0; col < stride; col += 16 * kMaxValueRegisters) {
-        const int64_t nv = std::min<int64_t>(kMaxValueRegisters, (stride - col) / 16);
-        static_for<kMaxValueRegisters>([&](auto i) {
-          if (nv == i + 1) {
-            value_rows<i + 1>(w + j0 * rows16, rows16, n_rows_in, n, chunk + j0 * stride, stride, acc, stride, col,
-                              start);
-          }
-        });
-      }
+      value_rows_all_columns(w + j0 * rows16, rows16, n_rows_in, n, chunk + j0 * stride, stride, acc, stride, start);
     };
     for (int64_t c = 0; c < n_chunks; ++c) {
       const int64_t p0 = c * kChunk;

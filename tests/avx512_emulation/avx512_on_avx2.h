@@ -286,6 +286,8 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_and_si512 simde_mm512_and_si512
 #undef _mm512_broadcast_f32x8
 #define _mm512_broadcast_f32x8 simde_mm512_broadcast_f32x8
+#undef _mm512_broadcast_i32x4
+#define _mm512_broadcast_i32x4 simde_mm512_broadcast_i32x4
 #undef _mm512_broadcast_i64x4
 #define _mm512_broadcast_i64x4 simde_mm512_broadcast_i64x4
 #undef _mm512_castps512_ps128
@@ -372,6 +374,8 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_set1_epi16 simde_mm512_set1_epi16
 #undef _mm512_set1_epi32
 #define _mm512_set1_epi32 simde_mm512_set1_epi32
+#undef _mm512_set1_epi64
+#define _mm512_set1_epi64 simde_mm512_set1_epi64
 #undef _mm512_set1_epi8
 #define _mm512_set1_epi8 simde_mm512_set1_epi8
 #undef _mm512_set1_ps

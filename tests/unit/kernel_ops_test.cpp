@@ -174,9 +174,18 @@ TEST_P(KernelOps, AttentionOverBlocksForEveryKvType) {
 TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
   TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
   // head_dim 20 pads each fp32 row to 24: the row tiles must ignore the padding exactly as single rows do.
-  for (auto [type, head_dim] : {std::pair{KvType::F32, 40}, {KvType::F16, 40}, {KvType::I8, 40}, {KvType::FP8, 40},
-                                {KvType::F16, 20}}) {
-    const AttentionShape shape{8, 2, head_dim, 1.0f / std::sqrt(float(head_dim))};
+  // One token's call puts several kv heads in one register at AVX-512 (2 of up to 8 query heads each, 4 of up
+  // to 4): the shapes give passes full and short of kv heads, and the head ranges cut them.
+  struct Case {
+    KvType type;
+    int64_t head_dim, n_head, n_head_kv;
+  };
+  for (const Case& c : {Case{KvType::F32, 40, 8, 2}, Case{KvType::F16, 40, 8, 2}, Case{KvType::I8, 40, 8, 2},
+                        Case{KvType::FP8, 40, 8, 2}, Case{KvType::F16, 20, 8, 2}, Case{KvType::F16, 64, 24, 3},
+                        Case{KvType::I8, 40, 24, 3}, Case{KvType::F16, 40, 20, 5}, Case{KvType::BF16, 20, 6, 3}}) {
+    const KvType type = c.type;
+    const int64_t head_dim = c.head_dim;
+    const AttentionShape shape{c.n_head, c.n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim))};
     const int64_t block_size = 16, n_blocks = 8, kv_row = shape.n_head_kv * shape.head_dim;
     const auto k = random_floats(size_t(n_blocks * block_size * kv_row), 21);
     const auto v = random_floats(size_t(n_blocks * block_size * kv_row), 22);
@@ -190,7 +199,8 @@ TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
     // every token sees whole; head ranges that cut a kv-head group.
     for (auto [n_pos, n_tokens] :
          {std::pair<int64_t, int64_t>{1, 1}, {1, 11}, {5, 8}, {13, 4}, {37, 11}, {96, 8}, {101, 11}, {117, 3}}) {
-      for (auto [h0, h1] : {std::pair<int64_t, int64_t>{0, 8}, {3, 7}}) {
+      for (auto [h0, h1] : {std::pair<int64_t, int64_t>{0, shape.n_head}, {3, std::min<int64_t>(7, shape.n_head)},
+                            {1, shape.n_head - 1}}) {
         std::vector<float> scratch(size_t(attend_scratch_floats(n_pos + n_tokens - 1, shape, n_tokens)));
         std::vector<float> run(size_t(n_tokens * q_dim), -1.0f), single(run.size(), -1.0f);
         attend_tokens(q.data(), q_dim, n_tokens, view, n_pos, shape, h0, h1, scratch.data(), run.data(), q_dim,
@@ -199,7 +209,8 @@ TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
           attend(q.data() + i * q_dim, view, n_pos + i, shape, h0, h1, scratch.data(), single.data() + i * q_dim,
                  GetParam());
         }
-        EXPECT_EQ(run, single) << kv_type_name(type) << ", head_dim " << head_dim << ", " << n_tokens
+        EXPECT_EQ(run, single) << kv_type_name(type) << ", head_dim " << head_dim << ", " << shape.n_head << " / "
+                               << shape.n_head_kv << " heads " << h0 << "-" << h1 << ", " << n_tokens
                                << " tokens from " << n_pos;
       }
     }
