@@ -59,8 +59,8 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 // sum into int32 directly (the AVX2 256-bit tile's int16 sum widened by vpmaddwd is the same integer), then one FMA
 // for the q·x part and one for the min part, in the 256-bit tile's order, with the column's unpacked scales.
 template <int NZ, int NT>
-__attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
-                                                        int64_t group, const Ahead ahead, const Q4KColumnScales cs) {
+__attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0,
+                                                        int64_t group, const Ahead& ahead, const Q4KColumnScales& cs) {
   constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q4_K>();
   const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q4_K>();
   const size_t gs = 8 * a.row_bytes;
@@ -128,8 +128,8 @@ struct ZmmBytes {
 // same exact integers (a sub-block's sum at most 16·63·128 in size, times the scale at most 2^24), then the −32
 // offset and the float step in tile_q6_kx8's order: the same bits as the 256-bit tiles.
 template <int NZ, int NT>
-__attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0,
-                                                        int64_t group, const Ahead ahead) {
+__attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0,
+                                                        int64_t group, const Ahead& ahead) {
   constexpr int kBlockBytes = zmm_block_bytes<ZmmKind::Q6_K>();
   const int64_t nsb = a.n_in / zmm_block_values<ZmmKind::Q6_K>();
   const size_t gs = 8 * a.row_bytes;

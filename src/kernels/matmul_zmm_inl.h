@@ -226,8 +226,8 @@ TESSERA_INLINE inline void store_tile(const MatmulArgs& a, const __m512 (&acc)[N
 // all NZ·NT sums to the stack every block (Q8_0, Q4_0) or spilled them (I8); unpinned, 512-token products of
 // 5632x2048 ran 16-17 % faster (2 threads, Zen 5, both versions timed call by call in one binary).
 template <ZmmKind K, int NZ, int NT>
-__attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const PackedTile x, int64_t t0, int64_t group,
-                                                 const Ahead ahead) {
+__attribute__((noinline, flatten)) void tile_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0, int64_t group,
+                                                 const Ahead& ahead) {
   constexpr int kBlockBytes = zmm_block_bytes<K>();
   constexpr bool kBlockScales = !per_row_acts<K>();
   const int64_t nb = a.n_in / 32;
