@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,12 +41,26 @@ struct BenchOptions {
   bool quick = false;
   bool spec_cost_only = false;  // --spec-cost: only the verification cost table
   bool ignore_memory_check = false;
+  std::vector<int64_t> decode_depths;  // --decode-depth: batch-1 decode after this many positions
   OfflineBenchCli offline;
 };
 
 constexpr int64_t kPrefillLengths[] = {128, 512};
 constexpr int64_t kDecodeBatches[] = {1, 4, 16, 32};
 constexpr int64_t kDecodePrompt = 32;  // the short prefill before decode steps
+// Contexts --decode-depth may ask for when the model does not say how long its own is: the KV cache of a deeper
+// one would not fit most machines beside the weights.
+constexpr int64_t kMaxDepthWithoutContext = 32768;
+
+// Fails unless batch-1 decode `steps` steps after `depth` positions stays within the model's context.
+void check_decode_depth(const Model& model, int64_t depth, int64_t steps) {
+  const int64_t n_ctx = model.config().n_ctx_train;
+  const int64_t limit = n_ctx > 0 ? n_ctx : kMaxDepthWithoutContext;
+  if (depth + 1 + steps > limit) {
+    fail("--decode-depth {}: with the {} positions of the decode steps it exceeds {} ({})", depth, 1 + steps, limit,
+         n_ctx > 0 ? "the model's context" : "the limit for a model that does not give its context");
+  }
+}
 
 std::string cpu_model_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -144,6 +159,8 @@ int bench(const BenchOptions& o) {
   const TensorType type = loaded.type;
   const uint64_t tensor_bytes = loaded.tensor_bytes, file_bytes = loaded.file_bytes;
   const ProcessMemory after_load = read_process_memory();
+  const int64_t batch1_steps = o.quick ? 4 : 16;
+  for (int64_t depth : o.decode_depths) check_decode_depth(*model, depth, batch1_steps);
   measure_decode(model, pool, 1, 1, 1, o.kv_type);  // touches every weight once
   const ProcessMemory warm = read_process_memory();
   const gguf::File* file = model->file();
@@ -172,9 +189,14 @@ int bench(const BenchOptions& o) {
   double bw_after = 0.0;
   for (int64_t b : kDecodeBatches) {
     progress(fmt::format("decode batch {}", b));
-    const int64_t steps = o.quick ? (b == 1 ? 4 : 2) : (b == 1 ? 16 : b <= 4 ? 8 : b <= 16 ? 6 : 4);
+    const int64_t steps = b == 1 ? batch1_steps : o.quick ? 2 : b <= 4 ? 8 : b <= 16 ? 6 : 4;
     decode[b] = measure_decode(model, pool, b, kDecodePrompt, steps, o.kv_type);
     if (b == 1) bw_after = probe.measure_gbs(bw_reps);
+  }
+  std::map<int64_t, ThroughputMeasurement> decode_at_depth;
+  for (int64_t depth : o.decode_depths) {
+    progress(fmt::format("decode batch 1 after {} positions", depth));
+    decode_at_depth[depth] = measure_decode(model, pool, 1, depth, batch1_steps, o.kv_type);
   }
   const double bandwidth = (bw_before + bw_after) / 2;
   const SpecCostReport spec_cost = measure_spec_cost(model, pool, o.kv_type, o.quick);
@@ -226,6 +248,7 @@ int bench(const BenchOptions& o) {
   r["int8_product_peak_probes_gops"] = peaks.int8_product_gops.values;
   for (int64_t n : kPrefillLengths) r["prefill_tokens_per_s"][std::to_string(n)] = prefill[n].tokens_per_s;
   for (int64_t b : kDecodeBatches) r["decode_tokens_per_s"][std::to_string(b)] = decode[b].tokens_per_s;
+  for (const auto& [depth, m] : decode_at_depth) r["decode_at_depth_tokens_per_s"][std::to_string(depth)] = m.tokens_per_s;
   r["decode_bandwidth_ratio"] = bandwidth_ratio;
   r["decode_weight_gbs"] = decode_gbs;
   r["prefill_peak_ratio"] = peak_ratio;
@@ -287,6 +310,10 @@ int bench(const BenchOptions& o) {
     std::printf("%-34s %12.1f %.1f GB/s of weights = %.0f%% of bandwidth\n",
                 fmt::format("decode batch {}", b).c_str(), decode[b].tokens_per_s, gbs, 100 * gbs / bandwidth);
   }
+  for (const auto& [depth, m] : decode_at_depth) {
+    std::printf("%-34s %12.1f (%.0f%% of batch 1 after %lld)\n", fmt::format("decode batch 1 after {}", depth).c_str(),
+                m.tokens_per_s, 100 * m.tokens_per_s / decode[1].tokens_per_s, (long long)kDecodePrompt);
+  }
   std::printf("%-34s %11.1fx (roofline bound %.1fx: %.0f%% of it)\n\n", "batch-16 speedup over batch 1", speedup16,
               speedup16_bound, 100 * speedup16 / speedup16_bound);
   spec_cost.print();
@@ -323,6 +350,11 @@ void add_bench_command(CLI::App& app, CommandAction& action) {
   add_kv_type_option(cmd, "--kv-type", o->kv_type, "KV cache type: " + kv_type_names() + " (default f16)");
   cmd->add_flag("--json", o->json, "print one JSON object instead of the table");
   cmd->add_flag("--quick", o->quick, "fewer repetitions and a smaller bandwidth buffer");
+  cmd->add_option("--decode-depth", o->decode_depths,
+                  "also batch-1 decode after this many positions of context (comma-separated for several, e.g. "
+                  "512,2048): attention's share of a step grows with the context")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_flag("--spec-cost", o->spec_cost_only,
                 "only the speculative verification cost: a step of k = 1, 2, 4, 8 draft tokens / a decode step");
   add_offline_bench_options(cmd, o->offline);

@@ -77,13 +77,19 @@ ThroughputMeasurement measure_decode(std::shared_ptr<const Model> model, ThreadP
   Forward forward(model, seqs.kv, pool);
   ForwardBatch batch;
 
-  for (int64_t s = 0; s < batch_size; ++s) {
-    const int32_t seq = batch.add_sequence(seqs.tables[size_t(s)]);
-    for (int64_t p = 0; p < n_prompt; ++p) {
-      batch.add_token(token_for(*model, s, p), int32_t(p), seq, p + 1 == n_prompt);
+  // The prompts in chunks of positions, as the engine's chunked prefill runs a long one: one forward batch of a
+  // long context's every token would need activations for all of them at once.
+  constexpr int64_t kPrefillChunk = 512;
+  for (int64_t p0 = 0; p0 < n_prompt; p0 += kPrefillChunk) {
+    batch.clear();
+    for (int64_t s = 0; s < batch_size; ++s) {
+      const int32_t seq = batch.add_sequence(seqs.tables[size_t(s)]);
+      for (int64_t p = p0; p < std::min(n_prompt, p0 + kPrefillChunk); ++p) {
+        batch.add_token(token_for(*model, s, p), int32_t(p), seq, p + 1 == n_prompt);
+      }
     }
+    forward.run(batch);
   }
-  forward.run(batch);
 
   auto step = [&](int64_t position) {
     batch.clear();

@@ -30,8 +30,8 @@ struct ThroughputMeasurement {
 ThroughputMeasurement measure_prefill(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_tokens,
                                       int reps, KvType kv_type = KvType::F16);
 
-// `batch` sequences, each prefilled with n_prompt tokens (one batch), then one untimed step and `steps` timed
-// steps of one token per sequence with logits for every sequence, as a serving engine runs them.
+// `batch` sequences, each prefilled with n_prompt tokens (in chunks of 512 positions), then one untimed step and
+// `steps` timed steps of one token per sequence with logits for every sequence, as a serving engine runs them.
 ThroughputMeasurement measure_decode(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t batch,
                                      int64_t n_prompt, int64_t steps, KvType kv_type = KvType::F16);
 

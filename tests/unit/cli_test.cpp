@@ -215,6 +215,31 @@ TEST(Cli, KvCacheLargerThanMemoryIsRefused) {
                      "and the KV cache for --kv-blocks 100000000000");
 }
 
+// --decode-depth adds batch-1 decode after the contexts asked for, and refuses one the model cannot hold (512
+// positions for stories260K) as soon as the model is loaded.
+TEST(Cli, BenchDecodesAtTheDepthsAskedFor) {
+  const std::string model = source_path("models/stories260K.gguf");
+  const CommandResult r = run_tessera("bench -m " + model + " --quick --json --decode-depth 64,200");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& depths = doc.at("decode_at_depth_tokens_per_s");
+  EXPECT_EQ(depths.size(), 2u);
+  EXPECT_GT(depths.at("64").get<double>(), 0.0);
+  EXPECT_GT(depths.at("200").get<double>(), 0.0);
+  EXPECT_FALSE(nlohmann::json::parse(run_tessera("bench -m " + model + " --quick --json").out)
+                   .contains("decode_at_depth_tokens_per_s"));
+  // 508 + the 5 positions of --quick's decode steps = 513 > 512; 507 fits.
+  // bench prints its progress ("bench: loading ...") before the error line.
+  const CommandResult deep = run_tessera("bench -m " + model + " --quick --decode-depth 508");
+  EXPECT_EQ(deep.exit_code, 1);
+  EXPECT_NE(deep.err.find("\nerror: --decode-depth 508: with the 5 positions of the decode steps it exceeds 512 (the "
+                          "model's context)\n"),
+            std::string::npos)
+      << deep.err;
+  EXPECT_EQ(run_tessera("bench -m " + model + " --quick --json --decode-depth 507").exit_code, 0);
+  expect_usage_error(run_tessera("bench -m " + model + " --decode-depth 0"), "--decode-depth");
+}
+
 // The offline comparison prints, beside what it measured, the same workload's static and continuous schedules at
 // the roofline of this machine's limits, probed in the same run.
 TEST(Cli, OfflineBenchReportsTheWorkloadsRoofline) {
