@@ -180,9 +180,14 @@ TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
     KvType type;
     int64_t head_dim, n_head, n_head_kv;
   };
+  // Groups of 1 (4 / 4), 7 (14 / 2), 8 and 9 (16 / 2 packs, 18 / 2 does not); several full passes (16 / 8,
+  // 32 / 8); head_dim 128, and 144, whose value sums take two column passes.
   for (const Case& c : {Case{KvType::F32, 40, 8, 2}, Case{KvType::F16, 40, 8, 2}, Case{KvType::I8, 40, 8, 2},
                         Case{KvType::FP8, 40, 8, 2}, Case{KvType::F16, 20, 8, 2}, Case{KvType::F16, 64, 24, 3},
-                        Case{KvType::I8, 40, 24, 3}, Case{KvType::F16, 40, 20, 5}, Case{KvType::BF16, 20, 6, 3}}) {
+                        Case{KvType::I8, 40, 24, 3}, Case{KvType::F16, 40, 20, 5}, Case{KvType::BF16, 20, 6, 3},
+                        Case{KvType::F16, 64, 4, 4}, Case{KvType::F16, 40, 14, 2}, Case{KvType::I8, 80, 16, 2},
+                        Case{KvType::F16, 40, 18, 2}, Case{KvType::F16, 32, 16, 8}, Case{KvType::BF16, 64, 32, 8},
+                        Case{KvType::F16, 128, 16, 4}, Case{KvType::F32, 144, 16, 2}}) {
     const KvType type = c.type;
     const int64_t head_dim = c.head_dim;
     const AttentionShape shape{c.n_head, c.n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim))};
@@ -196,16 +201,22 @@ TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
     const int64_t q_dim = shape.n_head * shape.head_dim, max_tokens = 11;
     const auto q = random_floats(size_t(max_tokens * q_dim), 23, 2.0f);
     // Runs that start inside a chunk of 8 positions and cross several; runs after chunks of 48 positions that
-    // every token sees whole; head ranges that cut a kv-head group.
-    for (auto [n_pos, n_tokens] :
-         {std::pair<int64_t, int64_t>{1, 1}, {1, 11}, {5, 8}, {13, 4}, {37, 11}, {96, 8}, {101, 11}, {117, 3}}) {
+    // every token sees whole; single tokens at and around 48-position chunk edges; head ranges that cut kv-head
+    // groups. Each call gets exactly the scratch attend_scratch_floats asks for, full of NaN: a read of scratch
+    // the call did not write, or past its size, shows in the results.
+    const auto nan_scratch = [](int64_t floats) {
+      return std::vector<float>(size_t(floats), std::numeric_limits<float>::quiet_NaN());
+    };
+    for (auto [n_pos, n_tokens] : {std::pair<int64_t, int64_t>{1, 1}, {1, 11}, {5, 8}, {13, 4}, {37, 11}, {44, 8},
+                                   {48, 1}, {49, 1}, {95, 1}, {96, 8}, {101, 11}, {117, 3}}) {
       for (auto [h0, h1] : {std::pair<int64_t, int64_t>{0, shape.n_head}, {3, std::min<int64_t>(7, shape.n_head)},
-                            {1, shape.n_head - 1}}) {
-        std::vector<float> scratch(size_t(attend_scratch_floats(n_pos + n_tokens - 1, shape, n_tokens)));
+                            {1, shape.n_head - 1}, {shape.n_head / 4 + 1, shape.n_head - shape.n_head / 4}}) {
         std::vector<float> run(size_t(n_tokens * q_dim), -1.0f), single(run.size(), -1.0f);
+        std::vector<float> scratch = nan_scratch(attend_scratch_floats(n_pos + n_tokens - 1, shape, n_tokens));
         attend_tokens(q.data(), q_dim, n_tokens, view, n_pos, shape, h0, h1, scratch.data(), run.data(), q_dim,
                       GetParam());
         for (int64_t i = 0; i < n_tokens; ++i) {
+          scratch = nan_scratch(attend_scratch_floats(n_pos + i, shape));
           attend(q.data() + i * q_dim, view, n_pos + i, shape, h0, h1, scratch.data(), single.data() + i * q_dim,
                  GetParam());
         }
@@ -240,6 +251,14 @@ TEST_P(KernelOps, AttentionDoesNotDependOnBlockSize) {
       std::vector<float> scratch(size_t(attend_scratch_floats(n_rows, shape, n_tokens))), out(size_t(n_tokens * q_dim));
       attend_tokens(q.data(), q_dim, n_tokens, view, n_pos, shape, 0, shape.n_head, scratch.data(), out.data(), q_dim,
                     GetParam());
+      // One token at a time (the packed decode path at AVX-512, whose chunks then start inside blocks) gives the
+      // run's bits.
+      std::vector<float> singles(out.size());
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        attend(q.data() + t * q_dim, view, n_pos + t, shape, 0, shape.n_head, scratch.data(),
+               singles.data() + t * q_dim, GetParam());
+      }
+      EXPECT_EQ(singles, out) << kv_type_name(type) << ", blocks of " << block_size;
       if (first.empty()) {
         first = out;
       } else {
