@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -172,12 +173,14 @@ void BM_Attention(benchmark::State& state) {
 // Decode attention as a model meets it: each of the 22 layers' K/V is read once per token, after a layer's
 // weights (24 MiB here, about TinyLlama's at Q4_0) have streamed through every cache level, so the rows come
 // from memory. Time of one layer's call (all 32 heads, one thread), eviction reads excluded.
-// Arg 0: positions attended; arg 1: the KV type (KvType's order: 0 f32, 1 f16, 2 bf16, 3 int8, 4 fp8).
+// Arg 0: positions attended; arg 1: the KV type (KvType's order: 0 f32, 1 f16, 2 bf16, 3 int8, 4 fp8); arg 2:
+// the heads, 0 TinyLlama's (32 query heads, 4 kv heads of 64) or 1 Llama-3-8B's (32, 8 of 128).
 void BM_AttentionDecodeCold(benchmark::State& state) {
   const int64_t n_pos = state.range(0), block = 16, n_layer = 22;
   const KvType type = kKvTypes[state.range(1)];
-  state.SetLabel(kv_type_name(type));
-  const AttentionShape shape{32, 4, 64, 0.125f};
+  const bool llama3 = state.range(2) == 1;
+  state.SetLabel(std::string(kv_type_name(type)) + (llama3 ? ", 32/8 heads of 128" : ", 32/4 heads of 64"));
+  const AttentionShape shape = llama3 ? AttentionShape{32, 8, 128, 0.0884f} : AttentionShape{32, 4, 64, 0.125f};
   const int64_t kv_row = shape.n_head_kv * shape.head_dim, q_dim = shape.n_head * shape.head_dim;
   const int64_t n_blocks = (n_pos + block - 1) / block;
   KvPool pool(n_layer, shape.n_head_kv, shape.head_dim, n_blocks, block, type);
@@ -233,12 +236,14 @@ BENCHMARK_CAPTURE(BM_Matmul, F16, TensorType::F16)->Arg(1)->Arg(16)->Arg(128)->U
 BENCHMARK_CAPTURE(BM_Matmul, BF16, TensorType::BF16)->Arg(1)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Matmul, F32, TensorType::F32)->Arg(1)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeCold)
-    ->Args({256, 1})
-    ->Args({2048, 1})
-    ->Args({2048, 0})
-    ->Args({2048, 2})
-    ->Args({2048, 3})
-    ->Args({2048, 4})
+    ->Args({256, 1, 0})
+    ->Args({2048, 1, 0})
+    ->Args({2048, 0, 0})
+    ->Args({2048, 2, 0})
+    ->Args({2048, 3, 0})
+    ->Args({2048, 4, 0})
+    ->Args({256, 1, 1})
+    ->Args({2048, 1, 1})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RmsNorm);
 BENCHMARK(BM_Softmax);
