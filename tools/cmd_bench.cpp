@@ -19,6 +19,7 @@
 #include "core/weight_types.h"
 #include "core/thread_pool.h"
 #include "core/kv_type.h"
+#include "engine/kv_sizing.h"
 #include "model/model.h"
 #include "bench_offline.h"
 #include "bench_spec_cost.h"
@@ -52,14 +53,17 @@ constexpr int64_t kDecodePrompt = 32;  // the short prefill before decode steps
 // one would not fit most machines beside the weights.
 constexpr int64_t kMaxDepthWithoutContext = 32768;
 
-// Fails unless batch-1 decode `steps` steps after `depth` positions stays within the model's context.
-void check_decode_depth(const Model& model, int64_t depth, int64_t steps) {
+// Fails unless batch-1 decode `steps` steps after `depth` positions stays within the model's context, and its KV
+// cache fits beside the weights (available_bytes: memory_for_check's; 0 skips that check).
+void check_decode_depth(const Model& model, int64_t depth, int64_t steps, KvType kv_type, uint64_t available_bytes) {
   const int64_t n_ctx = model.config().n_ctx_train;
   const int64_t limit = n_ctx > 0 ? n_ctx : kMaxDepthWithoutContext;
   if (depth + 1 + steps > limit) {
     fail("--decode-depth {}: with the {} positions of the decode steps it exceeds {} ({})", depth, 1 + steps, limit,
          n_ctx > 0 ? "the model's context" : "the limit for a model that does not give its context");
   }
+  require_kv_cache_fits_in_memory(model, kv_cache_bytes_for_context(model.config(), depth + 1 + steps, kv_type),
+                                  available_bytes, fmt::format("--decode-depth {}", depth));
 }
 
 std::string cpu_model_name() {
@@ -160,7 +164,9 @@ int bench(const BenchOptions& o) {
   const uint64_t tensor_bytes = loaded.tensor_bytes, file_bytes = loaded.file_bytes;
   const ProcessMemory after_load = read_process_memory();
   const int64_t batch1_steps = o.quick ? 4 : 16;
-  for (int64_t depth : o.decode_depths) check_decode_depth(*model, depth, batch1_steps);
+  for (int64_t depth : o.decode_depths) {
+    check_decode_depth(*model, depth, batch1_steps, o.kv_type, memory_for_check(o.ignore_memory_check));
+  }
   measure_decode(model, pool, 1, 1, 1, o.kv_type);  // touches every weight once
   const ProcessMemory warm = read_process_memory();
   const gguf::File* file = model->file();
