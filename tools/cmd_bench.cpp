@@ -164,9 +164,8 @@ int bench(const BenchOptions& o) {
   const uint64_t tensor_bytes = loaded.tensor_bytes, file_bytes = loaded.file_bytes;
   const ProcessMemory after_load = read_process_memory();
   const int64_t batch1_steps = o.quick ? 4 : 16;
-  for (int64_t depth : o.decode_depths) {
-    check_decode_depth(*model, depth, batch1_steps, o.kv_type, memory_for_check(o.ignore_memory_check));
-  }
+  const uint64_t available_bytes = memory_for_check(o.ignore_memory_check);
+  for (int64_t depth : o.decode_depths) check_decode_depth(*model, depth, batch1_steps, o.kv_type, available_bytes);
   measure_decode(model, pool, 1, 1, 1, o.kv_type);  // touches every weight once
   const ProcessMemory warm = read_process_memory();
   const gguf::File* file = model->file();
