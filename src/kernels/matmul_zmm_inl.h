@@ -371,11 +371,11 @@ struct PackedBlock {
     scale = grow_to(scale_buf, n * static_cast<size_t>(side_per_token));
     block_sum = grow_to(block_sum_buf, n * static_cast<size_t>(side_per_token));
     start = grow_to(start_buf, n * static_cast<size_t>(side_per_token));
-    for (int64_t t = tb; t < te; t += kNT) {
-      const int nt = static_cast<int>(std::min<int64_t>(kNT, te - t));
-      const int64_t i = t - tb;
-      pack_tile<K>(a, t, nt, q + i * per_token, scale + i * side_per_token, block_sum + i * side_per_token,
-                   start + i * side_per_token);
+    const BalancedTiles tiles(te - tb, kNT);
+    for (int64_t j = 0; j < tiles.count; ++j) {
+      const int64_t i = tiles.begin(j);
+      pack_tile<K>(a, tb + i, static_cast<int>(tiles.width(j)), q + i * per_token, scale + i * side_per_token,
+                   block_sum + i * side_per_token, start + i * side_per_token);
     }
   }
 
@@ -385,7 +385,7 @@ struct PackedBlock {
   }
 };
 
-// The block's tokens for one tile column (NZ registers from `group`) in tiles of kNT, then one narrower tile;
+// The block's tokens for one tile column (NZ registers from `group`) in BalancedTiles of at most kNT;
 // the first tile streams the column's weights, the others request the next column's (Ahead). `next`: the column
 // this thread computes next.
 template <typename Family, int NZ>
@@ -395,11 +395,11 @@ void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind, Famil
   constexpr int kNT = Family::kTileTokens;
   const int64_t nb = a.n_in / zmm_block_values<K>();
   const uint8_t* first = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
-  const int64_t n_tiles = (x.te - x.tb + kNT - 1) / kNT;
-  auto ahead = [&](int64_t t) { return tile_ahead(first, next, nb, (t - x.tb) / kNT, n_tiles); };
+  const int64_t n_tiles = BalancedTiles(x.te - x.tb, kNT).count;
   const typename Family::Column column = Family::template column<NZ>(a, group);
-  for_each_tile<kNT>(x.tb, x.te, [&](auto nt, int64_t t) {
-    Family::template tile<NZ, decltype(nt)::value>(a, x.tile(t), t, group, ahead(t), column);
+  for_each_balanced_tile<kNT>(x.tb, x.te, [&](auto nt, int64_t t, int64_t tile) {
+    Family::template tile<NZ, decltype(nt)::value>(a, x.tile(t), t, group, tile_ahead(first, next, nb, tile, n_tiles),
+                                                   column);
   });
 }
 

@@ -1,6 +1,7 @@
 // Compile-time unrolling, and a register pin, for SIMD kernels that keep accumulators in registers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -35,6 +36,36 @@ TESSERA_INLINE inline void for_each_tile(int64_t begin, int64_t end, F&& f) {
     constexpr int kRest = N - 1 - decltype(r)::value;  // N - 1, ..., 1
     if (end - i == kRest) f(std::integral_constant<int, kRest>{}, i);
   });
+}
+
+// A range of n in the fewest tiles of at most N, their widths differing by at most one (the wider first):
+// tiles_for(n, N) of them, tile i at tile_begin(n, N, i) from the range's start. 16 tokens in tiles of at most 7
+// are 6, 5 and 5 rather than 7, 7 and 2: the same number of weight passes, and no tile whose few independent
+// accumulator chains leave the multiply units waiting on their latency.
+struct BalancedTiles {
+  int64_t count = 0, base = 0, wider = 0;  // tiles; the narrower width; how many tiles are one wider
+  BalancedTiles(int64_t n, int64_t max_width) {
+    if (n <= 0) return;
+    count = (n + max_width - 1) / max_width;
+    base = n / count;
+    wider = n % count;
+  }
+  int64_t begin(int64_t i) const { return i * base + std::min(i, wider); }
+  int64_t width(int64_t i) const { return base + (i < wider ? 1 : 0); }
+};
+
+// for_each_balanced_tile<N>(begin, end, f): the range in BalancedTiles of at most N, each tile's width a
+// compile-time constant: f(std::integral_constant<int, width>, start, index) for index = 0, 1, ...
+template <int N, typename F>
+TESSERA_INLINE inline void for_each_balanced_tile(int64_t begin, int64_t end, F&& f) {
+  const BalancedTiles tiles(end - begin, N);
+  for (int64_t i = 0; i < tiles.count; ++i) {
+    const int64_t width = tiles.width(i), start = begin + tiles.begin(i);
+    static_for<N>([&](auto w) TESSERA_INLINE {
+      constexpr int kWidth = decltype(w)::value + 1;
+      if (width == kWidth) f(std::integral_constant<int, kWidth>{}, start, i);
+    });
+  }
 }
 
 // Pins a vector (__m256, __m256i, ...) in a register at this point: an empty asm that "may change" it. Two uses:

@@ -9,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fp16.h"
@@ -19,6 +20,7 @@
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/static_for.h"
 #include "kernels/tile_order.h"
 
 namespace tessera {
@@ -137,6 +139,41 @@ TEST(Interleave, LaterTilesRequestEveryBlockOfTheNextColumn) {
   }
 }
 
+// A token block's tiles (static_for.h's BalancedTiles): contiguous, every token once, the fewest tiles of at most
+// the maximum width, widths differing by at most one and the wider ones first; and for_each_balanced_tile hands
+// each tile's width as the matching compile-time constant.
+TEST(Interleave, BalancedTilesCoverATokenBlockInTheFewestEvenTiles) {
+  for (int64_t max_width : {1, 4, 6, 7, 8, 12}) {
+    for (int64_t n = 0; n <= 100; ++n) {
+      const kernels::BalancedTiles tiles(n, max_width);
+      SCOPED_TRACE(::testing::Message() << n << " tokens, tiles of at most " << max_width);
+      EXPECT_EQ(tiles.count, (n + max_width - 1) / max_width);
+      int64_t next = 0, narrowest = max_width, widest = 0;
+      for (int64_t i = 0; i < tiles.count; ++i) {
+        EXPECT_EQ(tiles.begin(i), next);
+        EXPECT_GE(tiles.width(i), 1);
+        EXPECT_LE(tiles.width(i), max_width);
+        if (i > 0) {
+          EXPECT_LE(tiles.width(i), tiles.width(i - 1));
+        }
+        narrowest = std::min(narrowest, tiles.width(i));
+        widest = std::max(widest, tiles.width(i));
+        next += tiles.width(i);
+      }
+      EXPECT_EQ(next, n);
+      if (tiles.count > 0) {
+        EXPECT_LE(widest - narrowest, 1);
+      }
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> seen;  // (start, width) from 10: 16 tokens in tiles of at most 7
+  kernels::for_each_balanced_tile<7>(10, 26, [&](auto width, int64_t start, int64_t index) {
+    EXPECT_EQ(index, int64_t(seen.size()));
+    seen.emplace_back(start, decltype(width)::value);
+  });
+  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{10, 6}, {16, 5}, {21, 5}}));
+}
+
 // Q6_K's interleaved block as interleave.h describes it, read byte by byte without the kernels: the 8 rows' fp16
 // d first, then 48 vectors of 6-bit values, 4 in 3 bytes, then the scales in 4-byte units. Each value is checked
 // against ggml's ql nibble and qh bit pair in the row's own block.
@@ -197,7 +234,8 @@ TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
 // with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
 TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   // Panels: 672 values run in two chunks of k (512 + 160) from 5 tokens on, and 1-4 tokens read in place.
-  // Batches from 5 tokens take the K-quants' 512-bit tiles (matmul_kquant_avx512.cpp), with 1-3-token tiles left over.
+  // Batches from 5 tokens take the K-quants' 512-bit tiles (matmul_kquant_avx512.cpp); 2-17 tokens take every
+  // tile width up to 8 (static_for.h's BalancedTiles).
   const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 5 : 32 * 21, n_max = 17;
   const int64_t n_out = is_panel(GetParam()) ? kPanelRows * 9 : 8 * 37;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 5);
@@ -237,9 +275,9 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
   }
 }
 
-// Batches wide enough for every 512-bit tile and several token tiles per column: 36 to 43 tokens leave every
-// narrower last tile of each tile width (4, 6, 7 or 8 tokens), and 5 groups or panels an odd one out, which the
-// 512-bit drivers hand to their 256-bit tiles. Each token meets the reference bound and gets the bits it gets
+// Batches wide enough for every 512-bit tile and several token tiles per column: 36 to 43 tokens take tiles of
+// two widths each (BalancedTiles of at most 4, 6, 7 or 8 tokens; the narrower widths are the batches of 2-17
+// above), and 5 groups or panels an odd one out, which the 512-bit drivers hand to their 256-bit tiles. Each token meets the reference bound and gets the bits it gets
 // alone, with 1 and 2 threads.
 TEST_P(InterleaveType, WideBatchesMatchReferenceAndGiveTheSameBits) {
   const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 3 : 32 * 13;
