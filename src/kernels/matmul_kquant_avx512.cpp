@@ -203,9 +203,10 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
 
 // The K-quants' zmm families for zmm_interleaved_rows (matmul_zmm_inl.h): Q4_K unpacks its scales once per tile
 // column for all of the column's token tiles.
+template <int TileTokens, int MaxRegisters>
 struct Q4_KZmmFamily {
   static constexpr ZmmKind kKind = ZmmKind::Q4_K;
-  static constexpr int kTileTokens = zmm_tile_tokens<ZmmKind::Q4_K>(), kMaxRegisters = 2;
+  static constexpr int kTileTokens = TileTokens, kMaxRegisters = MaxRegisters;
   using Ymm = Q4_Kx8Family<YmmVnni>;
   using Column = Q4KColumnScales;
   template <int NZ>
@@ -218,6 +219,10 @@ struct Q4_KZmmFamily {
     tile_q4_kx8_zmm<NZ, NT>(a, x, t0, group, ahead, column);
   }
 };
+
+// Q4_K in tiles of 4 tokens by 32 rows, or 8 tokens by 16 (Q4_KWideZmmFamily; kZmmQ4KWideMinTokens says when).
+using Q4_KNarrowZmmFamily = Q4_KZmmFamily<zmm_tile_tokens<ZmmKind::Q4_K>(), 2>;
+using Q4_KWideZmmFamily = Q4_KZmmFamily<8, 1>;
 
 // Q6_K in tiles of 4 tokens by 32 rows, or 8 tokens by 16 (Q6_KWideZmmFamily): the 8-token tile decodes each
 // weight vector once for twice the tokens, but its columns stream half as many groups at once, which a block of
@@ -257,14 +262,28 @@ constexpr int64_t kZmmQ6KMinTokens = 5;
 // and 802-817, at 16 836-919 against 929-1085, at 32 1576-1629 against 1736-1949, at 512 25725-29800 against
 // 28128-33604.
 constexpr int64_t kZmmQ6KWideMinTokens = 9;
+// Q4_K likewise, from the same batch and with the same condition: 8 tokens by 16 rows, whose unpacked scales (32
+// KiB per column of 2048 values instead of 64) leave more of L2 to the weights and activations. Against the
+// 4-token tiles, alternating (2 threads, Zen 5): `tessera bench` Q4_K prefill 512 292-343 tok/s against 271-284
+// in five rounds, batch 16 152-264 against 182-240 (no difference beyond the host's swing); 5632x2048 from
+// memory at 512 tokens 12231-15030 µs against 13369-18772, at 16 tokens 531-662 against 590-707 in two of three;
+// at 6 and 8 tokens (one tile per column) the 4-token tiles were faster, 345-481 µs against 447-608 at 8.
+constexpr int64_t kZmmQ4KWideMinTokens = 9;
+
+// Whether a batch takes a family's 8-token tiles: from `min_tokens`, while a token block (kZmmBlockBytes of
+// activations) holds two of them.
+bool takes_wide_tiles(const MatmulArgs& args, int64_t min_tokens) {
+  return args.n_tokens >= min_tokens && kZmmBlockBytes / args.n_in >= 2 * 8;
+}
 
 }  // namespace
 
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
+  if (args.type == KernelType::Q4_Kx8 && takes_wide_tiles(args, kZmmQ4KWideMinTokens))
+    return zmm_interleaved_rows<Q4_KWideZmmFamily>(args, row_begin, row_end);
   if (args.type == KernelType::Q4_Kx8 && args.n_tokens >= kZmmQ4KMinTokens)
-    return zmm_interleaved_rows<Q4_KZmmFamily>(args, row_begin, row_end);
-  if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KWideMinTokens &&
-      kZmmBlockBytes / args.n_in >= 2 * Q6_KWideZmmFamily::kTileTokens)
+    return zmm_interleaved_rows<Q4_KNarrowZmmFamily>(args, row_begin, row_end);
+  if (args.type == KernelType::Q6_Kx8 && takes_wide_tiles(args, kZmmQ6KWideMinTokens))
     return zmm_interleaved_rows<Q6_KWideZmmFamily>(args, row_begin, row_end);
   if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KMinTokens)
     return zmm_interleaved_rows<Q6_KNarrowZmmFamily>(args, row_begin, row_end);
