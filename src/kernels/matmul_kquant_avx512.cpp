@@ -125,8 +125,9 @@ struct ZmmBytes {
 // q in [0, 63] unsigned, the token's 4 activation bytes broadcast) sum its 16 products per row into int32, and one
 // vpmulld by the row's sc_k adds it to the block's sum: 6 instructions where tile_q6_kx8's int16 route (two
 // vpmaddubsw, an int16 add, vpmaddwd by the scale pair, an int32 add per 8 values) takes 10. The sums are the
-// same exact integers (a sub-block's sum at most 16·63·128 in size, times the scale at most 2^24), then the −32
-// offset and the float step in tile_q6_kx8's order: the same bits as the 256-bit tiles.
+// same exact integers (a sub-block's sum at most 16·63·128 in size, times the scale at most 2^24); the −32
+// offset's part starts a block's sums (one vpmaddwd by the rows' −32·sc pairs, instead of a vpmaddwd, a shift and
+// a subtraction at its end), and the float step is tile_q6_kx8's: the same bits as the 256-bit tiles.
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0,
                                                         int64_t group, const Ahead& ahead) {
@@ -153,9 +154,10 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
         static_for<4>([&](auto i) TESSERA_INLINE {
           sc32[z][4 * k + i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
         });
-        static_for<2>([&](auto i) TESSERA_INLINE {
-          offset_pair[z][2 * k + i] = _mm512_mask_blend_epi16(0xaaaaaaaa, sc32[z][4 * k + 2 * i],
-                                                              _mm512_slli_epi32(sc32[z][4 * k + 2 * i + 1], 16));
+        static_for<2>([&](auto i) TESSERA_INLINE {  // (−32·sc_2b, −32·sc_2b+1): |32·sc| ≤ 4096 fits int16
+          const __m512i pair = _mm512_mask_blend_epi16(0xaaaaaaaa, sc32[z][4 * k + 2 * i],
+                                                       _mm512_slli_epi32(sc32[z][4 * k + 2 * i + 1], 16));
+          offset_pair[z][2 * k + i] = _mm512_mullo_epi16(pair, _mm512_set1_epi16(-32));
         });
       });
     });
@@ -163,9 +165,11 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
       constexpr int b = decltype(bi)::value;
       const int64_t blk32 = sb * 8 + b;
       const int32_t* xb = x.q + blk32 * 8 * NT;
+      // The sums start at the −32 offset's part, −32·(sc_2b·Σx over values 0-15 + sc_2b+1·Σx over 16-31).
       __m512i s32[NZ][NT];
-      static_for<NZ>([&](auto z) TESSERA_INLINE {
-        static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
+      static_for<NT>([&](auto t) TESSERA_INLINE {
+        const __m512i sums = _mm512_set1_epi32(x.start[blk32 * NT + t]);
+        static_for<NZ>([&](auto z) TESSERA_INLINE { s32[z][t] = _mm512_madd_epi16(offset_pair[z][b], sums); });
       });
       static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block k = 2b + half: value vectors 4k..4k + 3
         constexpr int h = decltype(half)::value;
@@ -188,12 +192,9 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
         });
       });
       static_for<NT>([&](auto t) TESSERA_INLINE {
-        const __m512i sums = _mm512_set1_epi32(x.start[blk32 * NT + t]);
         const __m512 dx = _mm512_set1_ps(x.scale[blk32 * NT + t]);
         static_for<NZ>([&](auto z) TESSERA_INLINE {
-          const __m512i offset = _mm512_madd_epi16(offset_pair[z][b], sums);
-          const __m512i sum = _mm512_sub_epi32(s32[z][t], _mm512_slli_epi32(offset, 5));
-          acc[z][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d[z], dx), acc[z][t]);
+          acc[z][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32[z][t]), _mm512_mul_ps(d[z], dx), acc[z][t]);
         });
       });
     });

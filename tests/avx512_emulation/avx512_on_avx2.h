@@ -360,6 +360,8 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_max_ps simde_mm512_max_ps
 #undef _mm512_min_ps
 #define _mm512_min_ps simde_mm512_min_ps
+#undef _mm512_mullo_epi16
+#define _mm512_mullo_epi16 simde_mm512_mullo_epi16
 #undef _mm512_mullo_epi32
 #define _mm512_mullo_epi32 simde_mm512_mullo_epi32
 #undef _mm512_mul_ps
