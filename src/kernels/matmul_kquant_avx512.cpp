@@ -143,7 +143,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
     prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
     __m512 d[NZ];
-    alignas(64) __m512i sc32[NZ][16], offset_pair[NZ][8];
+    alignas(64) __m512i sc32[NZ][16], offset_start_pair[NZ][8];
     static_for<NZ>([&](auto z) TESSERA_INLINE {
       const uint8_t* gz = blk[z];
       d[z] = load_group_pair_scales(gz, gs);
@@ -157,7 +157,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
         static_for<2>([&](auto i) TESSERA_INLINE {  // (−32·sc_2b, −32·sc_2b+1): |32·sc| ≤ 4096 fits int16
           const __m512i pair = _mm512_mask_blend_epi16(0xaaaaaaaa, sc32[z][4 * k + 2 * i],
                                                        _mm512_slli_epi32(sc32[z][4 * k + 2 * i + 1], 16));
-          offset_pair[z][2 * k + i] = _mm512_mullo_epi16(pair, _mm512_set1_epi16(-32));
+          offset_start_pair[z][2 * k + i] = _mm512_mullo_epi16(pair, _mm512_set1_epi16(-32));
         });
       });
     });
@@ -169,7 +169,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
       __m512i s32[NZ][NT];
       static_for<NT>([&](auto t) TESSERA_INLINE {
         const __m512i sums = _mm512_set1_epi32(x.start[blk32 * NT + t]);
-        static_for<NZ>([&](auto z) TESSERA_INLINE { s32[z][t] = _mm512_madd_epi16(offset_pair[z][b], sums); });
+        static_for<NZ>([&](auto z) TESSERA_INLINE { s32[z][t] = _mm512_madd_epi16(offset_start_pair[z][b], sums); });
       });
       static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block k = 2b + half: value vectors 4k..4k + 3
         constexpr int h = decltype(half)::value;
@@ -261,30 +261,32 @@ constexpr int64_t kZmmQ6KMinTokens = 5;
 // threads, Zen 4, µs, 8-token tiles against 4-token (docs/performance.md): at 5 tokens 733-759 against 448-468,
 // at 8 820-894 against 523-600, at 9, 10 and 12 tokens 621-634, 681-721 and 673-742 against 630-772, 709-787
 // and 802-817, at 16 836-919 against 929-1085, at 32 1576-1629 against 1736-1949, at 512 25725-29800 against
-// 28128-33604.
+// 28128-33604 (measured with a narrower last tile, 8 + 1 .. 8 + 4, before the balanced split).
 constexpr int64_t kZmmQ6KWideMinTokens = 9;
-// Q4_K likewise, from the same batch and with the same condition: 8 tokens by 16 rows, whose unpacked scales (32
-// KiB per column of 2048 values instead of 64) leave more of L2 to the weights and activations. Against the
-// 4-token tiles, alternating (2 threads, Zen 5): `tessera bench` Q4_K prefill 512 292-343 tok/s against 271-284
-// in five rounds, batch 16 152-264 against 182-240 (no difference beyond the host's swing); 5632x2048 from
-// memory at 512 tokens 12231-15030 µs against 13369-18772, at 16 tokens 531-662 against 590-707 in two of three;
-// at 6 and 8 tokens (one tile per column) the 4-token tiles were faster, 345-481 µs against 447-608 at 8.
+// Q4_K likewise, from the same batch and with the same condition. Against the 4-token tiles, alternating (2
+// threads, Zen 5): `tessera bench` Q4_K prefill 512 292-343 tok/s against 271-284 in five rounds, batch 16
+// 152-264 against 182-240 (no difference beyond the host's swing); 5632x2048 from memory at 512 tokens
+// 12231-15030 µs against 13369-18772, at 16 tokens 531-662 against 590-707 in two of three; at 6 and 8 tokens
+// (one tile per column) the 4-token tiles were faster, 345-481 µs against 447-608 at 8. The tiles compute
+// alike (one thread, weights in cache, 8-64 tokens: within 5 % either way), so the gain is in the weight
+// stream of the narrower columns; why, these timings do not say.
 constexpr int64_t kZmmQ4KWideMinTokens = 9;
 
-// Whether a batch takes a family's 8-token tiles: from `min_tokens`, while a token block (kZmmBlockBytes of
+// Whether a batch takes the wide family's tiles: from `min_tokens`, while a token block (kZmmBlockBytes of
 // activations) holds two of them.
+template <typename WideFamily>
 bool takes_wide_tiles(const MatmulArgs& args, int64_t min_tokens) {
-  return args.n_tokens >= min_tokens && kZmmBlockBytes / args.n_in >= 2 * 8;
+  return args.n_tokens >= min_tokens && kZmmBlockBytes / args.n_in >= 2 * WideFamily::kTileTokens;
 }
 
 }  // namespace
 
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
-  if (args.type == KernelType::Q4_Kx8 && takes_wide_tiles(args, kZmmQ4KWideMinTokens))
+  if (args.type == KernelType::Q4_Kx8 && takes_wide_tiles<Q4_KWideZmmFamily>(args, kZmmQ4KWideMinTokens))
     return zmm_interleaved_rows<Q4_KWideZmmFamily>(args, row_begin, row_end);
   if (args.type == KernelType::Q4_Kx8 && args.n_tokens >= kZmmQ4KMinTokens)
     return zmm_interleaved_rows<Q4_KNarrowZmmFamily>(args, row_begin, row_end);
-  if (args.type == KernelType::Q6_Kx8 && takes_wide_tiles(args, kZmmQ6KWideMinTokens))
+  if (args.type == KernelType::Q6_Kx8 && takes_wide_tiles<Q6_KWideZmmFamily>(args, kZmmQ6KWideMinTokens))
     return zmm_interleaved_rows<Q6_KWideZmmFamily>(args, row_begin, row_end);
   if (args.type == KernelType::Q6_Kx8 && args.n_tokens >= kZmmQ6KMinTokens)
     return zmm_interleaved_rows<Q6_KNarrowZmmFamily>(args, row_begin, row_end);

@@ -347,17 +347,19 @@ struct ZmmBlockFamily : NoColumnState {
   }
 };
 
-// One token block's activations packed tile by tile (PackedTile, tiles of NT tokens), in this thread's scratch.
+// One token block's activations packed tile by tile (PackedTile, in `tiles`: BalancedTiles of at most NT tokens,
+// the split its tile column computes in), in this thread's scratch.
 template <ZmmKind K, int NT>
 struct PackedBlock {
   static constexpr int kNT = NT;
   int64_t tb = 0, te = 0, per_token = 0, side_per_token = 0;  // dwords and side values per token
+  BalancedTiles<NT> tiles;
   int32_t* q = nullptr;
   float* scale = nullptr;
   float* block_sum = nullptr;
   int32_t* start = nullptr;
 
-  PackedBlock(const MatmulArgs& a, int64_t tb_, int64_t te_) : tb(tb_), te(te_) {
+  PackedBlock(const MatmulArgs& a, int64_t tb_, int64_t te_) : tb(tb_), te(te_), tiles(te_ - tb_) {
     thread_local std::vector<int32_t> q_buf, start_buf;
     thread_local std::vector<float> scale_buf, block_sum_buf;
     per_token = a.n_in / 4;
@@ -371,7 +373,6 @@ struct PackedBlock {
     scale = grow_to(scale_buf, n * static_cast<size_t>(side_per_token));
     block_sum = grow_to(block_sum_buf, n * static_cast<size_t>(side_per_token));
     start = grow_to(start_buf, n * static_cast<size_t>(side_per_token));
-    const BalancedTiles tiles(te - tb, kNT);
     for (int64_t j = 0; j < tiles.count; ++j) {
       const int64_t i = tiles.begin(j);
       pack_tile<K>(a, tb + i, static_cast<int>(tiles.width(j)), q + i * per_token, scale + i * side_per_token,
@@ -385,21 +386,19 @@ struct PackedBlock {
   }
 };
 
-// The block's tokens for one tile column (NZ registers from `group`) in BalancedTiles of at most kNT;
-// the first tile streams the column's weights, the others request the next column's (Ahead). `next`: the column
-// this thread computes next.
+// The block's tokens for one tile column (NZ registers from `group`) in the block's tiles (x.tiles); the first
+// tile streams the column's weights, the others request the next column's (Ahead). `next`: the column this
+// thread computes next.
 template <typename Family, int NZ>
 void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind, Family::kTileTokens>& x, int64_t group,
                      NextColumn next) {
   constexpr ZmmKind K = Family::kKind;
-  constexpr int kNT = Family::kTileTokens;
   const int64_t nb = a.n_in / zmm_block_values<K>();
   const uint8_t* first = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
-  const int64_t n_tiles = BalancedTiles(x.te - x.tb, kNT).count;
   const typename Family::Column column = Family::template column<NZ>(a, group);
-  for_each_balanced_tile<kNT>(x.tb, x.te, [&](auto nt, int64_t t, int64_t tile) {
-    Family::template tile<NZ, decltype(nt)::value>(a, x.tile(t), t, group, tile_ahead(first, next, nb, tile, n_tiles),
-                                                   column);
+  for_each_balanced_tile(x.tiles, x.tb, [&](auto nt, int64_t t, int64_t tile) {
+    Family::template tile<NZ, decltype(nt)::value>(a, x.tile(t), t, group,
+                                                   tile_ahead(first, next, nb, tile, x.tiles.count), column);
   });
 }
 

@@ -38,15 +38,17 @@ TESSERA_INLINE inline void for_each_tile(int64_t begin, int64_t end, F&& f) {
   });
 }
 
-// A range of n in the fewest tiles of at most N, their widths differing by at most one (the wider first):
-// tiles_for(n, N) of them, tile i at tile_begin(n, N, i) from the range's start. 16 tokens in tiles of at most 7
-// are 6, 5 and 5 rather than 7, 7 and 2: the same number of weight passes, and no tile whose few independent
-// accumulator chains leave the multiply units waiting on their latency.
+// A range of n in the fewest tiles of at most N, their widths differing by at most one (the wider first): `count`
+// tiles, tile i at begin(i) from the range's start. 16 tokens in tiles of at most 7 are 6, 5 and 5 rather than 7,
+// 7 and 2: the same number of weight passes, and no tile whose few independent accumulator chains leave the
+// multiply units waiting on their latency.
+template <int N>
 struct BalancedTiles {
+  static_assert(N >= 1);
   int64_t count = 0, base = 0, wider = 0;  // tiles; the narrower width; how many tiles are one wider
-  BalancedTiles(int64_t n, int64_t max_width) {
+  explicit BalancedTiles(int64_t n) {
     if (n <= 0) return;
-    count = (n + max_width - 1) / max_width;
+    count = (n + N - 1) / N;
     base = n / count;
     wider = n % count;
   }
@@ -54,14 +56,13 @@ struct BalancedTiles {
   int64_t width(int64_t i) const { return base + (i < wider ? 1 : 0); }
 };
 
-// for_each_balanced_tile<N>(begin, end, f): the range in BalancedTiles of at most N, each tile's width a
-// compile-time constant: f(std::integral_constant<int, width>, start, index) for index = 0, 1, ...
+// for_each_balanced_tile(tiles, begin, f): each of the tiles of a range starting at `begin`, its width a
+// compile-time constant: f(std::integral_constant<int, width>, start, index) for index = 0 .. tiles.count - 1.
 template <int N, typename F>
-TESSERA_INLINE inline void for_each_balanced_tile(int64_t begin, int64_t end, F&& f) {
-  const BalancedTiles tiles(end - begin, N);
+TESSERA_INLINE inline void for_each_balanced_tile(const BalancedTiles<N>& tiles, int64_t begin, F&& f) {
   for (int64_t i = 0; i < tiles.count; ++i) {
     const int64_t width = tiles.width(i), start = begin + tiles.begin(i);
-    static_for<N>([&](auto w) TESSERA_INLINE {
+    static_for<N>([&](auto w) TESSERA_INLINE {  // widths 1 .. N: every width a tile can have
       constexpr int kWidth = decltype(w)::value + 1;
       if (width == kWidth) f(std::integral_constant<int, kWidth>{}, start, i);
     });

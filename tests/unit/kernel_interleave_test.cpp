@@ -139,39 +139,53 @@ TEST(Interleave, LaterTilesRequestEveryBlockOfTheNextColumn) {
   }
 }
 
-// A token block's tiles (static_for.h's BalancedTiles): contiguous, every token once, the fewest tiles of at most
-// the maximum width, widths differing by at most one and the wider ones first; and for_each_balanced_tile hands
-// each tile's width as the matching compile-time constant.
-TEST(Interleave, BalancedTilesCoverATokenBlockInTheFewestEvenTiles) {
-  for (int64_t max_width : {1, 4, 6, 7, 8, 12}) {
-    for (int64_t n = 0; n <= 100; ++n) {
-      const kernels::BalancedTiles tiles(n, max_width);
-      SCOPED_TRACE(::testing::Message() << n << " tokens, tiles of at most " << max_width);
-      EXPECT_EQ(tiles.count, (n + max_width - 1) / max_width);
-      int64_t next = 0, narrowest = max_width, widest = 0;
-      for (int64_t i = 0; i < tiles.count; ++i) {
-        EXPECT_EQ(tiles.begin(i), next);
-        EXPECT_GE(tiles.width(i), 1);
-        EXPECT_LE(tiles.width(i), max_width);
-        if (i > 0) {
-          EXPECT_LE(tiles.width(i), tiles.width(i - 1));
-        }
-        narrowest = std::min(narrowest, tiles.width(i));
-        widest = std::max(widest, tiles.width(i));
-        next += tiles.width(i);
+// A token block's tiles (static_for.h's BalancedTiles): contiguous, every token once, as few tiles as tiles of
+// at most the maximum width allow, widths differing by at most one and the wider ones first; and
+// for_each_balanced_tile hands each tile's start, index and width, the width as the matching compile-time constant.
+template <int N>
+void expect_balanced_tiles() {
+  for (int64_t n = 0; n <= 100; ++n) {
+    const kernels::BalancedTiles<N> tiles(n);
+    SCOPED_TRACE(::testing::Message() << n << " tokens, tiles of at most " << N);
+    EXPECT_LE(tiles.count * N - N, n - (n > 0 ? 1 : 0)) << "fewer tiles would do";
+    EXPECT_GE(tiles.count * N, n);
+    int64_t next = 0, narrowest = N, widest = 0;
+    for (int64_t i = 0; i < tiles.count; ++i) {
+      EXPECT_EQ(tiles.begin(i), next);
+      EXPECT_GE(tiles.width(i), 1);
+      EXPECT_LE(tiles.width(i), N);
+      if (i > 0) {
+        EXPECT_LE(tiles.width(i), tiles.width(i - 1));
       }
-      EXPECT_EQ(next, n);
-      if (tiles.count > 0) {
-        EXPECT_LE(widest - narrowest, 1);
-      }
+      narrowest = std::min<int64_t>(narrowest, tiles.width(i));
+      widest = std::max(widest, tiles.width(i));
+      next += tiles.width(i);
     }
+    EXPECT_EQ(next, n);
+    if (tiles.count > 0) {
+      EXPECT_LE(widest - narrowest, 1);
+    }
+    int64_t calls = 0;
+    kernels::for_each_balanced_tile(tiles, 10, [&](auto width, int64_t start, int64_t index) {
+      EXPECT_EQ(index, calls++);
+      EXPECT_EQ(start, 10 + tiles.begin(index));
+      EXPECT_EQ(int64_t{decltype(width)::value}, tiles.width(index));
+    });
+    EXPECT_EQ(calls, tiles.count);
   }
-  std::vector<std::pair<int64_t, int64_t>> seen;  // (start, width) from 10: 16 tokens in tiles of at most 7
-  kernels::for_each_balanced_tile<7>(10, 26, [&](auto width, int64_t start, int64_t index) {
-    EXPECT_EQ(index, int64_t(seen.size()));
-    seen.emplace_back(start, decltype(width)::value);
-  });
-  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{10, 6}, {16, 5}, {21, 5}}));
+}
+
+TEST(Interleave, BalancedTilesCoverATokenBlockInTheFewestEvenTiles) {
+  expect_balanced_tiles<1>();
+  expect_balanced_tiles<4>();
+  expect_balanced_tiles<6>();
+  expect_balanced_tiles<7>();
+  expect_balanced_tiles<8>();
+  expect_balanced_tiles<12>();
+  const kernels::BalancedTiles<7> sixteen(16);  // 6, 5 and 5, not 7, 7 and 2
+  EXPECT_EQ(sixteen.count, 3);
+  EXPECT_EQ(sixteen.width(0), 6);
+  EXPECT_EQ(sixteen.width(2), 5);
 }
 
 // Q6_K's interleaved block as interleave.h describes it, read byte by byte without the kernels: the 8 rows' fp16
@@ -234,8 +248,8 @@ TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
 // with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
 TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   // Panels: 672 values run in two chunks of k (512 + 160) from 5 tokens on, and 1-4 tokens read in place.
-  // Batches from 5 tokens take the K-quants' 512-bit tiles (matmul_kquant_avx512.cpp); 2-17 tokens take every
-  // tile width up to 8 (static_for.h's BalancedTiles).
+  // Batches from 5 tokens take the K-quants' 512-bit tiles (matmul_kquant_avx512.cpp); 2-17 tokens take tiles of
+  // 2 to 8 tokens (static_for.h's BalancedTiles; 1-token tiles: TokenBlocksOfLongRowsGiveTheSameBits).
   const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 5 : 32 * 21, n_max = 17;
   const int64_t n_out = is_panel(GetParam()) ? kPanelRows * 9 : 8 * 37;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 5);
@@ -262,23 +276,31 @@ TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   }
 }
 
-// Long rows make the kernels take tokens in blocks (activations sized for L2: 8 tokens for 6400 values), so a
-// batch of 30 ends with a block of 6 in tiles narrower than the others; every token still gets the bits it gets
-// alone.
+// Long rows make the kernels take tokens in blocks (activations sized for L2: 24-30 tokens for 6400 values), so
+// batches of 25-33 end with a block of 1, 2 or 3 tokens for each tile width (8: I8 and the K-quants' wide tiles,
+// 7: Q8_0, 6: Q4_0), tiles no batch of one block takes; the K-quants also run rows of 12544 values, too long for
+// their wide tiles (blocks of 12 in 4-token tiles). Every token still gets the bits it gets alone.
 TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
-  const int64_t n_in = 32 * 200, n_out = 2 * unit_rows(GetParam()), n_tokens = 30;  // 25 K-quant super-blocks
-  const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 15);
-  const auto x = random_floats(size_t(n_tokens * n_in), 16);
-  for (const Isa isa : kernel_isas()) {
-    if (isa > detected_isa()) continue;
-    expect_batch_equals_alone(m, x, n_tokens, outputs_alone(m, x, n_tokens, isa), isa);
+  std::vector<int64_t> row_lengths = {32 * 200};  // 25 K-quant super-blocks
+  if (block_values(GetParam()) == 256) row_lengths.push_back(256 * 49);
+  for (const int64_t n_in : row_lengths) {
+    const int64_t n_out = 2 * unit_rows(GetParam());
+    const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 15);
+    for (const int64_t n_tokens : {25, 26, 27, 29, 30, 31, 32, 33}) {
+      SCOPED_TRACE(::testing::Message() << n_tokens << " tokens of " << n_in << " values");
+      const auto x = random_floats(size_t(n_tokens * n_in), 16);
+      for (const Isa isa : kernel_isas()) {
+        if (isa > detected_isa()) continue;
+        expect_batch_equals_alone(m, x, n_tokens, outputs_alone(m, x, n_tokens, isa), isa);
+      }
+    }
   }
 }
 
-// Batches wide enough for every 512-bit tile and several token tiles per column: 36 to 43 tokens take tiles of
-// two widths each (BalancedTiles of at most 4, 6, 7 or 8 tokens; the narrower widths are the batches of 2-17
-// above), and 5 groups or panels an odd one out, which the 512-bit drivers hand to their 256-bit tiles. Each token meets the reference bound and gets the bits it gets
-// alone, with 1 and 2 threads.
+// Batches wide enough for every 512-bit tile and several token tiles per column: 36 to 43 tokens in BalancedTiles
+// of at most 4, 6, 7 or 8 tokens (one width or two), and 5 groups or panels an odd one out, which the 512-bit
+// drivers hand to their 256-bit tiles. Each token meets the reference bound and gets the bits it gets alone, with
+// 1 and 2 threads.
 TEST_P(InterleaveType, WideBatchesMatchReferenceAndGiveTheSameBits) {
   const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 3 : 32 * 13;
   const int64_t n_out = 5 * unit_rows(GetParam());
