@@ -351,15 +351,14 @@ struct ZmmBlockFamily : NoColumnState {
 // the split its tile column computes in), in this thread's scratch.
 template <ZmmKind K, int NT>
 struct PackedBlock {
-  static constexpr int kNT = NT;
-  int64_t tb = 0, te = 0, per_token = 0, side_per_token = 0;  // dwords and side values per token
+  int64_t tb = 0, per_token = 0, side_per_token = 0;  // the block's first token; dwords and side values per token
   BalancedTiles<NT> tiles;
   int32_t* q = nullptr;
   float* scale = nullptr;
   float* block_sum = nullptr;
   int32_t* start = nullptr;
 
-  PackedBlock(const MatmulArgs& a, int64_t tb_, int64_t te_) : tb(tb_), te(te_), tiles(te_ - tb_) {
+  PackedBlock(const MatmulArgs& a, int64_t tb_, int64_t te) : tb(tb_), tiles(te - tb_) {
     thread_local std::vector<int32_t> q_buf, start_buf;
     thread_local std::vector<float> scale_buf, block_sum_buf;
     per_token = a.n_in / 4;
