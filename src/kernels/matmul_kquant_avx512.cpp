@@ -58,6 +58,16 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 // sub-block j, 8 vectors of nibbles (values 4u..4u+3 of the 16 rows) times those 4 activation bytes broadcast
 // sum into int32 directly (the AVX2 256-bit tile's int16 sum widened by vpmaddwd is the same integer), then one FMA
 // for the q·x part and one for the min part, in the 256-bit tile's order, with the column's unpacked scales.
+//
+// Both K-quant tiles request the weight stream (prefetch_ahead) an eighth of a super-block at each of its 8 steps
+// of 32 values. Requested a whole block at a time, each request was a burst of 36 lines per 16 rows (Q4_K; 54
+// for Q6_K): a 16-token Q6_Kx8 product from memory took 1.3-1.5x its time with the weights in L3 (Q4_Kx8
+// 1.2-1.3x, Q4_0x8 1.15-1.25x), and even from L3 the spread requests are faster (Q6_Kx8 462-569 µs against
+// 637-677). From memory (5632x2048 and 2048x5632, 2 threads, Zen 5, µs, four and three alternations against
+// the bursts): Q6_Kx8 at 16 tokens 584-718 against 780-807 and 468-485 against 759-798, at 8 362-457 against
+// 533-594; Q4_Kx8 at 16 483-556 against 548-642 and 433-447 against 495-520, at 8 299-341 against 337-392;
+// `tessera bench` batch 16 (5 alternating pairs) Q6_K 161-244 tok/s against 133-181, Q4_K 174-283 against
+// 126-201. Spreading Q8_0x8's, Q4_0x8's and I8x8's 32-value blocks over their 4-8 steps did not help them.
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0,
                                                         int64_t group, const Ahead& ahead, const Q4KColumnScales& cs) {
@@ -72,8 +82,8 @@ __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, con
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk[NZ];
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
-    prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
     static_for<8>([&](auto j) TESSERA_INLINE {
+      prefetch_ahead<NZ, kBlockBytes, 8, decltype(j)::value>(ahead, sb, gs);
       constexpr int chunk = decltype(j)::value / 2;
       constexpr bool high = decltype(j)::value % 2 == 1;
       const int64_t b = sb * 8 + j;
@@ -141,7 +151,6 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk[NZ];
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
-    prefetch_ahead<NZ, kBlockBytes>(ahead, sb, gs);
     __m512 d[NZ];
     alignas(64) __m512i sc32[NZ][16], offset_start_pair[NZ][8];
     static_for<NZ>([&](auto z) TESSERA_INLINE {
@@ -163,6 +172,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
     });
     static_for<8>([&](auto bi) TESSERA_INLINE {
       constexpr int b = decltype(bi)::value;
+      prefetch_ahead<NZ, kBlockBytes, 8, b>(ahead, sb, gs);
       const int64_t blk32 = sb * 8 + b;
       const int32_t* xb = x.q + blk32 * 8 * NT;
       // The sums start at the −32 offset's part, −32·(sc_2b·Σx over values 0-15 + sc_2b+1·Σx over 16-31).

@@ -167,34 +167,38 @@ inline Ahead tile_ahead(const uint8_t* column, NextColumn next, int64_t blocks, 
   return ahead;
 }
 
-// Requests one block of the first `groups` (at most 2·NZ) group streams from `at`.
-template <int NZ, int kBlockBytes, auto kHint>
+// Requests one block of the first `groups` (at most 2·NZ) group streams from `at`: with kParts > 1, only share
+// kPart of its lines, so that a tile whose block is long (the K-quants' 256 values) spreads the requests over
+// the block's steps; see matmul_kquant_avx512.cpp for why.
+template <int NZ, int kBlockBytes, auto kHint, int kParts = 1, int kPart = 0>
 TESSERA_INLINE inline void prefetch_block(const uint8_t* at, size_t group_stride, int64_t groups = 2 * NZ) {
+  constexpr int kLines = (kBlockBytes + 63) / 64;
+  constexpr int kFirst = kLines * kPart / kParts, kEnd = kLines * (kPart + 1) / kParts;
   static_for<2 * NZ>([&](auto g) TESSERA_INLINE {
     if (g >= groups) return;
-    static_for<(kBlockBytes + 63) / 64>([&](auto line) TESSERA_INLINE {
-      _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * line), kHint);
+    static_for<kEnd - kFirst>([&](auto line) TESSERA_INLINE {
+      _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * (kFirst + line)), kHint);
     });
   });
 }
 
-template <int NZ, int kBlockBytes>
+template <int NZ, int kBlockBytes, int kParts = 1, int kPart = 0>
 TESSERA_INLINE inline void prefetch_ahead(const Ahead& ahead, int64_t b, size_t group_stride) {
   constexpr int64_t kDistance = kStreamAheadBytes / kBlockBytes > 0 ? kStreamAheadBytes / kBlockBytes : 1;
   if (ahead.stream) {
     const int64_t p = b + kDistance;
     if (p < ahead.blocks) {
-      prefetch_block<NZ, kBlockBytes, _MM_HINT_T0>(ahead.column + p * kBlockBytes, group_stride);
+      prefetch_block<NZ, kBlockBytes, _MM_HINT_T0, kParts, kPart>(ahead.column + p * kBlockBytes, group_stride);
     } else if (ahead.stream_into_next) {
-      prefetch_block<NZ, kBlockBytes, _MM_HINT_T0>(ahead.next.first + (p - ahead.blocks) * kBlockBytes, group_stride,
-                                                   ahead.next.groups);
+      prefetch_block<NZ, kBlockBytes, _MM_HINT_T0, kParts, kPart>(ahead.next.first + (p - ahead.blocks) * kBlockBytes,
+                                                                  group_stride, ahead.next.groups);
     }
     return;
   }
   const int64_t p = share_block(ahead.share, b);
   if (p >= 0) {
-    prefetch_block<NZ, kBlockBytes, _MM_HINT_T1>(ahead.next.first + p * kBlockBytes, group_stride,
-                                                 ahead.next.groups);
+    prefetch_block<NZ, kBlockBytes, _MM_HINT_T1, kParts, kPart>(ahead.next.first + p * kBlockBytes, group_stride,
+                                                                ahead.next.groups);
   }
 }
 
