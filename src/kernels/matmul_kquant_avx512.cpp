@@ -260,11 +260,13 @@ using Q6_KWideZmmFamily = Q6_KZmmFamily<8, 1>;
 // 343-444, at 5 353-356 against 378-379, at 6 347-358 against 411-571, at 16 710-711 against 923-925; Q6_Kx8 at
 // 4 689-792 against 465-663, at 5 495-499 against 528-529, at 8 614-662 against 677-928, at 32 2078-2093
 // against 2224-2236 (the Q6_K zmm tile then took the int16 route; its dpbusd tile since is 15-17 % faster at 8
-// tokens and more, so the crossing cannot have moved up). Zen 5 has not been measured since the next-column
-// requests: before them, its zmm tiles
-// were kept from 16 (Q4_K) and 32 (Q6_K) tokens, Q4_K's slower at 8 and fewer, Q6_K's no faster at 16-24.
+// tokens and more, so the crossing cannot have moved up). On Zen 5, with the stream requests spread over each
+// super-block (zmm against ymm, µs, three alternations): Q6_Kx8 at 3 tokens 197-229 against 238-276 (5632x2048)
+// and 220-260 against 279-310 (2048x5632), at 4 239-269 against 310-335 and 268-303 against 372-424, at 2 no
+// faster (226-241 against 223-246), so Q6_K's zmm tiles start at 3 tokens (Zen 4 not measured since); Q4_Kx8's
+// are still slower at 2-4 tokens (230-310 against 128-218).
 constexpr int64_t kZmmQ4KMinTokens = 5;
-constexpr int64_t kZmmQ6KMinTokens = 5;
+constexpr int64_t kZmmQ6KMinTokens = 3;
 // From this many tokens Q6_K takes the 8-token tiles (Q6_KWideZmmFamily), while a token block (kZmmBlockBytes
 // of activations) holds two of them: with one tile per column the 32-row tiles are faster, which rows longer
 // than 12288 values (the ffn_down of 7-8B models) would otherwise meet at any batch. 5632x2048 from memory, 2

@@ -248,8 +248,9 @@ TEST_P(InterleaveType, KeepsEveryByteAndRowsReadBack) {
 // with 1, 2 or 3 threads (so splits fall on different groups), K with a tail after whole groups of 8 blocks.
 TEST_P(InterleaveType, MatmulMatchesReferenceAndIsBatchInvariant) {
   // Panels: 672 values run in two chunks of k (512 + 160) from 5 tokens on, and 1-4 tokens read in place.
-  // Batches from 5 tokens take the K-quants' 512-bit tiles (matmul_kquant_avx512.cpp); 2-17 tokens take tiles of
-  // 2 to 8 tokens (static_for.h's BalancedTiles; 1-token tiles: TokenBlocksOfLongRowsGiveTheSameBits).
+  // Batches from 5 tokens (Q4_K) and 3 (Q6_K) take the K-quants' 512-bit tiles (matmul_kquant_avx512.cpp); 2-17
+  // tokens take tiles of 2 to 8 tokens (static_for.h's BalancedTiles; 1-token tiles:
+  // TokenBlocksOfLongRowsGiveTheSameBits).
   const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 5 : 32 * 21, n_max = 17;
   const int64_t n_out = is_panel(GetParam()) ? kPanelRows * 9 : 8 * 37;
   const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 5);
