@@ -237,10 +237,11 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
     const uint8_t* blk[NG];
     alignas(32) float dsc[NG][8][8], dmn[NG][8][8];
     static_for<NG>([&](auto g) TESSERA_INLINE {
-      blk[g] = group_block(a, group + g, sb, kBlockBytes);
+      blk[g] = group_block_unrequested(a, group + g, sb, kBlockBytes);
       q4_kx8_scales(blk[g], dsc[g], dmn[g]);
     });
     static_for<8>([&](auto j) TESSERA_INLINE {
+      static_for<NG>([&](auto g) TESSERA_INLINE { prefetch_block_part<kBlockBytes, 8, decltype(j)::value>(blk[g]); });
       constexpr int chunk = decltype(j)::value / 2;
       constexpr bool high = decltype(j)::value % 2 == 1;
       __m256i sum[kChains][NG][NT];  // int16 pairs (AVX2) or int32 (VNNI)
@@ -416,10 +417,13 @@ __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t
   __m256 acc[NT];
   static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = _mm256_setzero_ps(); });
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = group_block(a, group, sb, kQ6_Kx8BlockBytes);
+    const uint8_t* blk = group_block_unrequested(a, group, sb, kQ6_Kx8BlockBytes);
     alignas(32) Q6_Kx8Scales s;
     q6_kx8_scales(blk, s);
-    static_for<8>([&](auto b) TESSERA_INLINE { q6_kx8_block<NT, decltype(b)::value>(blk, s, x, sb, acc); });
+    static_for<8>([&](auto b) TESSERA_INLINE {
+      prefetch_block_part<kQ6_Kx8BlockBytes, 8, decltype(b)::value>(blk);
+      q6_kx8_block<NT, decltype(b)::value>(blk, s, x, sb, acc);
+    });
   }
   static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }

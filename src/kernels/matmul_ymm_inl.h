@@ -185,6 +185,25 @@ TESSERA_INLINE inline const uint8_t* group_block(const MatmulArgs& a, int64_t gr
   return blk;
 }
 
+// Block b of an interleaved group without requests: the K-quant tiles request its lines (prefetch_block_part)
+// an eighth at each of the super-block's 8 steps, as their 512-bit tiles do (matmul_kquant_avx512.cpp). Against
+// group_block's burst of 18 (Q4_K) or 27 (Q6_K) lines per super-block (2048x5632 from memory, 2 threads, Zen 5,
+// µs, five alternations): Q6_Kx8 at 1 token 117-140 against 129-179, at 2 165-180 against 189-245; Q4_Kx8 at 1
+// 89-112 against 97-147, at 4 276-297 against 282-373 (5632x2048: Q6_K 1-2 tokens 5-10 % less, Q4_K at 4 tokens
+// 5-10 % more); the AVX2 level on the same machine level or faster at 1-4 tokens.
+TESSERA_INLINE inline const uint8_t* group_block_unrequested(const MatmulArgs& a, int64_t group, int64_t b,
+                                                             int block_bytes) {
+  return a.w + static_cast<size_t>(group) * 8 * a.row_bytes + b * block_bytes;
+}
+
+// Requests share kPart of kParts of the lines kPrefetchBytes past the block at blk (kBlockBytes long).
+template <int kBlockBytes, int kParts, int kPart>
+TESSERA_INLINE inline void prefetch_block_part(const uint8_t* blk) {
+  constexpr int kLines = (kBlockBytes + 63) / 64;
+  constexpr int kFirst = kLines * kPart / kParts, kEnd = kLines * (kPart + 1) / kParts;
+  static_for<kEnd - kFirst>([&](auto line) TESSERA_INLINE { prefetch(blk + kPrefetchBytes + 64 * (kFirst + line)); });
+}
+
 // Token t0 + t's quantized activations, for t < NT: the pointers every interleaved tile starts from.
 template <int NT>
 struct TileActs {
