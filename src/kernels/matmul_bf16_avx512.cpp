@@ -90,16 +90,21 @@ TESSERA_INLINE inline void from_rows(__m512 rows0, __m512 rows1, __m512& lo, __m
 // The panel of rows [r0, r0 + 32) times NT tokens from t0 over the pairs [p0, p0 + n_p). Token t's pair p is
 // x[(p − p0)·NT + t] when the activations are packed for the tile (kPacked), else x[(t0 + t)·n_pairs + p] in
 // the call's rounded rows (a.x_bf16). `first`: the chains start here, else they continue from y. `ahead`, if
-// not null: the next panel, whose same pairs are requested into L2 while this one computes, each of the block's
-// n_shares token tiles requesting every n_shares-th pair from its `share` on (packed only; the direct tile
-// requests its own panel kPrefetchBytes ahead). With the first tile alone requesting them (into L1), the
-// memory idled while the later tiles computed: BF16 prefill 512 (TinyLlama shape, Zen 4, six alternations of
-// `bench --quick`) 168-180 tok/s against 173-185 with the shares, batch 16 121-153 against 131-171, batch 32
-// 151-158 against 166-182.
+// not null: the next panel, whose same pairs are requested while this one computes (packed only; the direct
+// tile requests its own panel kPrefetchBytes ahead): the block's only tile requests every pair into L1; of
+// several, each requests its share [share_begin, share_end) into L2, spread evenly over its pass. With the first
+// tile alone requesting them (into L1), the memory idled while the later tiles computed: BF16 prefill 512
+// (TinyLlama shape, Zen 4, six alternations of `bench --quick`) 168-180 tok/s against 173-185 with shares,
+// batch 16 121-153 against 131-171, batch 32 151-158 against 166-182. The shares are in proportion to the
+// tiles' tokens: equal shares (every n-th pair to each tile) had the narrow last tile, a fraction of the others'
+// time, request as much as they did, faster than memory delivers (5632x2048 from memory, 2 threads, Zen 5, µs,
+// four alternations: at 16 tokens, tiles of 12 and 4, 552-610 against 688-915; at 13, 24 and 32 tokens
+// 495, 659 and 992 against 842, 1008 and 1277 in the steadiest round; 5-8 tokens, one tile, unchanged).
 template <int NT, bool kPacked>
 __attribute__((noinline, flatten)) void bf16_tile(const MatmulArgs& a, int64_t r0, int64_t t0, const uint32_t* x,
                                                   int64_t p0, int64_t n_p, bool first, const uint8_t* ahead,
-                                                  int64_t share = 0, int64_t n_shares = 1) {
+                                                  int64_t share_begin = 0, int64_t share_end = 0,
+                                                  bool only_tile = true) {
   const int64_t n_pairs = (a.n_in + 1) / 2;
   const uint8_t* panel = a.w + size_t(r0 / kPanelRows) * kPanelRows * a.row_bytes;
   auto x_at = [&](int64_t p, int t) TESSERA_INLINE {
@@ -124,20 +129,21 @@ __attribute__((noinline, flatten)) void bf16_tile(const MatmulArgs& a, int64_t r
     });
   };
   const int64_t p_end = p0 + n_p, full_end = std::min(p_end, a.n_in / 2);
-  int64_t until_share = share;  // pairs until this tile's next share of the next panel
+  const int64_t share = share_end - share_begin;
+  int64_t credit = 0, requested = share_begin;
   for (int64_t p = p0; p < full_end; ++p) {
     const uint8_t* w = panel + 2 * p * kSliceBytes;
     if constexpr (kPacked) {
-      if (ahead != nullptr && until_share-- == 0) {
-        until_share = n_shares - 1;
+      if (ahead == nullptr) {
+      } else if (only_tile) {  // a block of one tile: as measured before the shares, into L1
         const char* next = reinterpret_cast<const char*>(ahead + 2 * p * kSliceBytes);
-        if (n_shares == 1) {  // a block of one tile: as measured before the shares, into L1
-          _mm_prefetch(next, _MM_HINT_T0);
-          _mm_prefetch(next + 64, _MM_HINT_T0);
-        } else {
-          _mm_prefetch(next, _MM_HINT_T1);
-          _mm_prefetch(next + 64, _MM_HINT_T1);
-        }
+        _mm_prefetch(next, _MM_HINT_T0);
+        _mm_prefetch(next + 64, _MM_HINT_T0);
+      } else if ((credit += share) >= n_p) {
+        credit -= n_p;
+        const char* next = reinterpret_cast<const char*>(ahead + 2 * requested++ * kSliceBytes);
+        _mm_prefetch(next, _MM_HINT_T1);
+        _mm_prefetch(next + 64, _MM_HINT_T1);
       }
     } else {
       prefetch(w + kPrefetchBytes);
@@ -182,10 +188,12 @@ void bf16_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
         // The next panel (past row_end another thread's, which is harmless to request).
         const uint8_t* ahead = r + kPanelRows < a.n_out ? a.w + size_t(r / kPanelRows + 1) * kPanelRows * a.row_bytes
                                                         : nullptr;
-        const int64_t n_tiles = (te - tb + NT - 1) / NT;
+        const int64_t n_block = te - tb;
         for_each_tile<NT>(tb, te, [&](auto nt, int64_t t) {
-          bf16_tile<decltype(nt)::value, true>(a, r, t, a.x_bf16 + layout.tile_at(t, p0), p0, n_p, p0 == 0, ahead,
-                                               (t - tb) / NT, n_tiles);
+          constexpr int64_t kNT = decltype(nt)::value;
+          const int64_t share_begin = p0 + n_p * (t - tb) / n_block, share_end = p0 + n_p * (t - tb + kNT) / n_block;
+          bf16_tile<kNT, true>(a, r, t, a.x_bf16 + layout.tile_at(t, p0), p0, n_p, p0 == 0, ahead, share_begin,
+                               share_end, n_block <= NT);
         });
       }
     }
