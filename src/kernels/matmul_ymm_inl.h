@@ -178,13 +178,6 @@ void row_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end, int bloc
 
 // ---- interleaved tiles (WeightLayout::Interleaved8, kernels/interleave.h) ------------------------------------
 
-// Block b of an interleaved group of 8 rows, with the bytes kPrefetchBytes further on requested.
-TESSERA_INLINE inline const uint8_t* group_block(const MatmulArgs& a, int64_t group, int64_t b, int block_bytes) {
-  const uint8_t* blk = a.w + static_cast<size_t>(group) * 8 * a.row_bytes + b * block_bytes;
-  for (int line = 0; line < block_bytes; line += 64) prefetch(blk + kPrefetchBytes + line);
-  return blk;
-}
-
 // Block b of an interleaved group without requests: the K-quant tiles request its lines (prefetch_block_part)
 // an eighth at each of the super-block's 8 steps, as their 512-bit tiles do (matmul_kquant_avx512.cpp). Against
 // group_block's burst of 18 (Q4_K) or 27 (Q6_K) lines per super-block (2048x5632 from memory, 2 threads, Zen 5,
@@ -196,12 +189,30 @@ TESSERA_INLINE inline const uint8_t* group_block_unrequested(const MatmulArgs& a
   return a.w + static_cast<size_t>(group) * 8 * a.row_bytes + b * block_bytes;
 }
 
+// Block b of an interleaved group of 8 rows, with the bytes kPrefetchBytes further on requested.
+TESSERA_INLINE inline const uint8_t* group_block(const MatmulArgs& a, int64_t group, int64_t b, int block_bytes) {
+  const uint8_t* blk = group_block_unrequested(a, group, b, block_bytes);
+  for (int line = 0; line < block_bytes; line += 64) prefetch(blk + kPrefetchBytes + line);
+  return blk;
+}
+
+// Share kPart of kParts of a kBlockBytes-long block's 64-byte lines: lines [kFirst, kEnd), the shares in order
+// covering every line once. For the tiles that spread a block's requests over its steps (prefetch_block_part
+// here, matmul_zmm_inl.h's prefetch_block).
+template <int kBlockBytes, int kParts, int kPart>
+struct LineShare {
+  static_assert(0 <= kPart && kPart < kParts);
+  static constexpr int kLines = (kBlockBytes + 63) / 64;
+  static constexpr int kFirst = kLines * kPart / kParts, kEnd = kLines * (kPart + 1) / kParts;
+};
+
 // Requests share kPart of kParts of the lines kPrefetchBytes past the block at blk (kBlockBytes long).
 template <int kBlockBytes, int kParts, int kPart>
 TESSERA_INLINE inline void prefetch_block_part(const uint8_t* blk) {
-  constexpr int kLines = (kBlockBytes + 63) / 64;
-  constexpr int kFirst = kLines * kPart / kParts, kEnd = kLines * (kPart + 1) / kParts;
-  static_for<kEnd - kFirst>([&](auto line) TESSERA_INLINE { prefetch(blk + kPrefetchBytes + 64 * (kFirst + line)); });
+  using Share = LineShare<kBlockBytes, kParts, kPart>;
+  static_for<Share::kEnd - Share::kFirst>([&](auto line) TESSERA_INLINE {
+    prefetch(blk + kPrefetchBytes + 64 * (Share::kFirst + line));
+  });
 }
 
 // Token t0 + t's quantized activations, for t < NT: the pointers every interleaved tile starts from.

@@ -172,12 +172,11 @@ inline Ahead tile_ahead(const uint8_t* column, NextColumn next, int64_t blocks, 
 // the block's steps; see matmul_kquant_avx512.cpp for why.
 template <int NZ, int kBlockBytes, auto kHint, int kParts = 1, int kPart = 0>
 TESSERA_INLINE inline void prefetch_block(const uint8_t* at, size_t group_stride, int64_t groups = 2 * NZ) {
-  constexpr int kLines = (kBlockBytes + 63) / 64;
-  constexpr int kFirst = kLines * kPart / kParts, kEnd = kLines * (kPart + 1) / kParts;
+  using Share = LineShare<kBlockBytes, kParts, kPart>;
   static_for<2 * NZ>([&](auto g) TESSERA_INLINE {
     if (g >= groups) return;
-    static_for<kEnd - kFirst>([&](auto line) TESSERA_INLINE {
-      _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * (kFirst + line)), kHint);
+    static_for<Share::kEnd - Share::kFirst>([&](auto line) TESSERA_INLINE {
+      _mm_prefetch(reinterpret_cast<const char*>(at + g * group_stride + 64 * (Share::kFirst + line)), kHint);
     });
   });
 }
