@@ -68,6 +68,17 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 // 533-594; Q4_Kx8 at 16 483-556 against 548-642 and 433-447 against 495-520, at 8 299-341 against 337-392;
 // `tessera bench` batch 16 (5 alternating pairs) Q6_K 161-244 tok/s against 133-181, Q4_K 174-283 against
 // 126-201. Spreading Q8_0x8's, Q4_0x8's and I8x8's 32-value blocks over their 4-8 steps did not help them.
+//
+// Both loop over a super-block's steps at run time (Q4_K: 4 steps of 64 values, one load of the nibbles giving
+// both sub-blocks; Q6_K: 8 of 32) where they were unrolled whole, 1,900-3,400 instructions a super-block (mostly
+// vpdpbusd and its broadcasts): the gain fits a loop too long for the op cache, run at the decoders' rate,
+// which this machine's lack of performance counters leaves unconfirmed. The
+// 16-row tiles also take their activations as the dot product's broadcast memory operand (dpbusd_broadcast),
+// one instruction instead of two. From memory (5632x2048, 2 threads, Zen 5, µs, four alternations against the
+// unrolled tiles): Q6_Kx8 at 16 tokens 413-529 against 586-684, at 8 268-338 against 363-423; Q4_Kx8 at 16
+// 430-515 against 510-638, at 8 264-286 against 301-345 (2048x5632, three: Q6_Kx8 at 16 472-492 against
+// 523-670, Q4_Kx8 456-487 against 465-603). `tessera bench --quick`, three alternating pairs: Q4_K batch 16
+// 229-276 tok/s against 212-255, prefill 512 313-341 against 249-276; Q6_K batch 16 173-302 against 163-176.
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0,
                                                         int64_t group, const Ahead& ahead, const Q4KColumnScales& cs) {
@@ -82,41 +93,54 @@ __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, con
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk[NZ];
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
-    static_for<8>([&](auto j) TESSERA_INLINE {
-      prefetch_ahead<NZ, kBlockBytes, 8, decltype(j)::value>(ahead, sb, gs);
-      constexpr int chunk = decltype(j)::value / 2;
-      constexpr bool high = decltype(j)::value % 2 == 1;
-      const int64_t b = sb * 8 + j;
-      const int32_t* xb = x.q + b * 8 * NT;
-      __m512i s32[NZ][NT];
-      static_for<NZ>([&](auto z) TESSERA_INLINE {
-        static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
+#pragma GCC unroll 1
+    for (int chunk = 0; chunk < 4; ++chunk) {  // sub-blocks 2·chunk (low nibbles) and 2·chunk + 1 (high)
+      prefetch_ahead_part<NZ, kBlockBytes, 8>(ahead, sb, gs, 2 * chunk);
+      prefetch_ahead_part<NZ, kBlockBytes, 8>(ahead, sb, gs, 2 * chunk + 1);
+      const int64_t b0 = sb * 8 + 2 * chunk;
+      const int32_t* xb[2] = {x.q + b0 * 8 * NT, x.q + (b0 + 1) * 8 * NT};
+      __m512i s32[2][NZ][NT];
+      static_for<2>([&](auto h) TESSERA_INLINE {
+        static_for<NZ>([&](auto z) TESSERA_INLINE {
+          static_for<NT>([&](auto t) TESSERA_INLINE { s32[h][z][t] = _mm512_setzero_si512(); });
+        });
       });
       static_for<8>([&](auto u) TESSERA_INLINE {
-        __m512i q[NZ];
+        __m512i q[2][NZ];
         static_for<NZ>([&](auto z) TESSERA_INLINE {
           const __m512i p = load_group_pair(blk[z] + 128 + 32 * (8 * chunk + u), gs);
-          q[z] = high ? _mm512_and_si512(_mm512_srli_epi16(p, 4), low4) : _mm512_and_si512(p, low4);
+          q[0][z] = _mm512_and_si512(p, low4);
+          q[1][z] = _mm512_and_si512(_mm512_srli_epi16(p, 4), low4);
         });
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          const __m512i xv = _mm512_set1_epi32(xb[u * NT + t]);
-          static_for<NZ>([&](auto z) TESSERA_INLINE {
-            s32[z][t] = _mm512_dpbusd_epi32(s32[z][t], q[z], xv);
-            keep_in_zmm(s32[z][t]);
+        static_for<2>([&](auto h) TESSERA_INLINE {
+          static_for<NT>([&](auto t) TESSERA_INLINE {
+            const int32_t* xt = &xb[h][u * NT + t];
+            if constexpr (NZ == 1) {
+              s32[h][0][t] = dpbusd_broadcast(s32[h][0][t], q[h][0], xt);
+            } else {
+              const __m512i xv = _mm512_set1_epi32(*xt);
+              static_for<NZ>([&](auto z) TESSERA_INLINE {
+                s32[h][z][t] = _mm512_dpbusd_epi32(s32[h][z][t], q[h][z], xv);
+              });
+            }
+            static_for<NZ>([&](auto z) TESSERA_INLINE { keep_in_zmm(s32[h][z][t]); });
           });
         });
       });
-      static_for<NZ>([&](auto z) TESSERA_INLINE {
-        const size_t at = ((size_t(sb) * 8 + j) * NZ + z) * 16;
-        const __m512 sc = _mm512_loadu_ps(cs.scales + at);
-        const __m512 mn = _mm512_loadu_ps(cs.mins + at);
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          const __m512 qx = _mm512_cvtepi32_ps(s32[z][t]);
-          acc[z][t] = _mm512_fmadd_ps(qx, _mm512_mul_ps(sc, _mm512_set1_ps(x.scale[b * NT + t])), acc[z][t]);
-          acc[z][t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(x.block_sum[b * NT + t]), acc[z][t]);
+      static_for<2>([&](auto h) TESSERA_INLINE {
+        const int64_t b = b0 + h;
+        static_for<NZ>([&](auto z) TESSERA_INLINE {
+          const size_t at = (size_t(b) * NZ + z) * 16;
+          const __m512 sc = _mm512_loadu_ps(cs.scales + at);
+          const __m512 mn = _mm512_loadu_ps(cs.mins + at);
+          static_for<NT>([&](auto t) TESSERA_INLINE {
+            const __m512 qx = _mm512_cvtepi32_ps(s32[h][z][t]);
+            acc[z][t] = _mm512_fmadd_ps(qx, _mm512_mul_ps(sc, _mm512_set1_ps(x.scale[b * NT + t])), acc[z][t]);
+            acc[z][t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(x.block_sum[b * NT + t]), acc[z][t]);
+          });
         });
       });
-    });
+    }
   }
   store_tile<NZ, NT>(a, acc, t0, group);
 }
@@ -170,9 +194,9 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
         });
       });
     });
-    static_for<8>([&](auto bi) TESSERA_INLINE {
-      constexpr int b = decltype(bi)::value;
-      prefetch_ahead<NZ, kBlockBytes, 8, b>(ahead, sb, gs);
+#pragma GCC unroll 1
+    for (int b = 0; b < 8; ++b) {  // 32 values: sub-blocks 2b and 2b + 1
+      prefetch_ahead_part<NZ, kBlockBytes, 8>(ahead, sb, gs, b);
       const int64_t blk32 = sb * 8 + b;
       const int32_t* xb = x.q + blk32 * 8 * NT;
       // The sums start at the −32 offset's part, −32·(sc_2b·Σx over values 0-15 + sc_2b+1·Σx over 16-31).
@@ -183,7 +207,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
       });
       static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block k = 2b + half: value vectors 4k..4k + 3
         constexpr int h = decltype(half)::value;
-        constexpr int k = 2 * b + h;
+        const int k = 2 * b + h;
         __m512i q[NZ][4];
         static_for<NZ>([&](auto z) TESSERA_INLINE {
           const uint8_t* p = blk[z] + 16 + 3 * 32 * k;
@@ -191,11 +215,16 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
           q6_kx8_decode4<ZmmBytes>(packed, q[z]);
         });
         static_for<NT>([&](auto t) TESSERA_INLINE {
+          const int32_t* xt = &xb[4 * h * NT + t];
           __m512i xv[4];
-          static_for<4>([&](auto u) TESSERA_INLINE { xv[u] = _mm512_set1_epi32(xb[(4 * h + u) * NT + t]); });
+          if constexpr (NZ > 1) {
+            static_for<4>([&](auto u) TESSERA_INLINE { xv[u] = _mm512_set1_epi32(xt[u * NT]); });
+          }
           static_for<NZ>([&](auto z) TESSERA_INLINE {
-            __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[z][0], xv[0]);
-            static_for<3>([&](auto u) TESSERA_INLINE { dot = _mm512_dpbusd_epi32(dot, q[z][u + 1], xv[u + 1]); });
+            __m512i dot = _mm512_setzero_si512();
+            static_for<4>([&](auto u) TESSERA_INLINE {
+              dot = NZ == 1 ? dpbusd_broadcast(dot, q[z][u], &xt[u * NT]) : _mm512_dpbusd_epi32(dot, q[z][u], xv[u]);
+            });
             s32[z][t] = _mm512_add_epi32(s32[z][t], _mm512_mullo_epi32(dot, sc32[z][k]));
             keep_in_zmm(s32[z][t]);
           });
@@ -207,7 +236,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
           acc[z][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32[z][t]), _mm512_mul_ps(d[z], dx), acc[z][t]);
         });
       });
-    });
+    }
   }
   store_tile<NZ, NT>(a, acc, t0, group);
 }

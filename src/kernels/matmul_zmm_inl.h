@@ -60,6 +60,18 @@ TESSERA_INLINE inline void keep_in_zmm([[maybe_unused]] Vector& v) {
 #endif
 }
 
+// s plus the dot products of q's byte quadruples with the 4 bytes at x, broadcast from memory inside the
+// instruction (EVEX embedded broadcast): GCC 12 loads the broadcast into a register with a separate
+// vpbroadcastd for every _mm512_dpbusd_epi32(s, q, _mm512_set1_epi32(*x)), even when that register feeds only it.
+TESSERA_INLINE inline __m512i dpbusd_broadcast(__m512i s, __m512i q, const int32_t* x) {
+#ifdef TESSERA_AVX512_EMULATED
+  return _mm512_dpbusd_epi32(s, q, _mm512_set1_epi32(*x));
+#else
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(q), "m"(*x));
+  return s;
+#endif
+}
+
 enum class ZmmKind { Q8_0, Q4_0, I8, Q4_K, Q6_K };
 
 // Bytes of one block of one group of 8 rows (32 values; Q4_K and Q6_K: 256).
@@ -199,6 +211,14 @@ TESSERA_INLINE inline void prefetch_ahead(const Ahead& ahead, int64_t b, size_t 
     prefetch_block<NZ, kBlockBytes, _MM_HINT_T1, kParts, kPart>(ahead.next.first + p * kBlockBytes, group_stride,
                                                                 ahead.next.groups);
   }
+}
+
+// prefetch_ahead for a share `part` known only at run time (a tile looping over a block's steps).
+template <int NZ, int kBlockBytes, int kParts>
+TESSERA_INLINE inline void prefetch_ahead_part(const Ahead& ahead, int64_t b, size_t group_stride, int part) {
+  static_for<kParts>([&](auto p) TESSERA_INLINE {
+    if (part == decltype(p)::value) prefetch_ahead<NZ, kBlockBytes, kParts, decltype(p)::value>(ahead, b, group_stride);
+  });
 }
 
 // The first group of each of a tile's NZ registers, so that every load is one base register plus the group
