@@ -218,6 +218,12 @@ TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], fl
 // for every (group, token) element whatever NT and NG are (batch invariance). Its lambdas, and Q6_Kx8's, are
 // marked always-inline: with bodies this large `flatten` alone left Q6_Kx8's block loop out of line at 3-4
 // tokens, its accumulators in memory.
+// From this many sums (tokens × groups) a tile loops over its super-block's 4 steps of 64 values instead of
+// unrolling them (static_for.h's for_steps; the 512-bit tiles' reason, matmul_kquant_avx512.cpp). From memory
+// (5632x2048, 2 threads, Zen 5, µs, four or five alternations against the unrolled tiles): at 4 tokens 184-230
+// against 216-248 with VNNI, 210-227 against 262-291 at the AVX2 level, where 8 tokens take 416-419 against
+// 458-517. Fewer sums (decode) stay unrolled: looped, 1-2 tokens were slower (130-150 against 90-134 at 1).
+constexpr int kQ4_Kx8LoopSums = 4;
 template <typename Isa, int NT, int NG = 1>
 __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
@@ -228,6 +234,7 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
   // sums already have that many independent chains; splitting theirs too was level from memory at two sums and
   // 10 % slower at four (2 threads, Zen 4).
   constexpr int kChains = Isa::kVnni && NT * NG == 1 ? 2 : 1;
+  constexpr bool kUnrolled = NT * NG < kQ4_Kx8LoopSums;
   const TileActs<NT> x(a, t0);
   __m256 acc[NG][NT];
   static_for<NG>([&](auto g) TESSERA_INLINE {
@@ -240,10 +247,11 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
       blk[g] = group_block_unrequested(a, group + g, sb, kBlockBytes);
       q4_kx8_scales(blk[g], dsc[g], dmn[g]);
     });
-    static_for<8>([&](auto j) TESSERA_INLINE {
-      static_for<NG>([&](auto g) TESSERA_INLINE { prefetch_block_part<kBlockBytes, 8, decltype(j)::value>(blk[g]); });
-      constexpr int chunk = decltype(j)::value / 2;
-      constexpr bool high = decltype(j)::value % 2 == 1;
+    for_steps<4, kUnrolled>([&](int chunk) TESSERA_INLINE {  // sub-blocks 2·chunk (low nibbles), 2·chunk + 1
+     static_for<2>([&](auto half) TESSERA_INLINE {
+      const int j = 2 * chunk + decltype(half)::value;
+      constexpr bool high = decltype(half)::value == 1;
+      static_for<NG>([&](auto g) TESSERA_INLINE { prefetch_block_part_at<kBlockBytes, 8>(blk[g], j); });
       __m256i sum[kChains][NG][NT];  // int16 pairs (AVX2) or int32 (VNNI)
       static_for<kChains>([&](auto c) TESSERA_INLINE {
         static_for<NG>([&](auto g) TESSERA_INLINE {
@@ -280,6 +288,7 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
           acc[g][t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[g][t]);
         });
       });
+     });
     });
   }
   static_for<NG>([&](auto g) TESSERA_INLINE {
@@ -378,13 +387,13 @@ TESSERA_INLINE inline void q6_kx8_finish(const __m256i (&sum)[NT], __m256 d, con
 }
 
 // acc[t] += activation block b of super-block sb times the 8 rows of blk, for NT tokens.
-template <int NT, int b>
+template <int NT>
 TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& s, const TileActs<NT>& x,
-                                        int64_t sb, __m256 (&acc)[NT]) {
+                                        int64_t sb, int b, __m256 (&acc)[NT]) {
   __m256i s32[NT];
   static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_setzero_si256(); });
   static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block 2b + half: value vectors 8b + 4·half..+3
-    constexpr int k = 2 * b + decltype(half)::value;
+    const int k = 2 * b + decltype(half)::value;
     __m256i q[4];
     q6_kx8_values(blk, k, q);
     const __m256i sc = s.sc_pair[k];
@@ -410,6 +419,10 @@ TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& 
 // instructions), the right trade for a token or a few. It keeps the int16 route with VNNI too: four vpdpbusd and a
 // vpmulld per sub-block (the 512-bit tile's way) were 6-11 % faster in cache but 4-8 % slower from memory at 1-2
 // tokens (5632x2048, 2 threads, Zen 4), which is where decode runs.
+// Likewise, from this many tokens Q6_Kx8's tile loops over its 8 blocks of 32 values (AVX2 level, where batches
+// up to the unpacked tiles' take it; with AVX-512 the 512-bit tiles take 3 tokens and more): at 3 tokens
+// 205-248 µs against 220-285, at 4 253-274 against 295-344.
+constexpr int kQ6_Kx8LoopTokens = 3;
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   const int64_t nsb = a.n_in / 256;
@@ -420,9 +433,9 @@ __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t
     const uint8_t* blk = group_block_unrequested(a, group, sb, kQ6_Kx8BlockBytes);
     alignas(32) Q6_Kx8Scales s;
     q6_kx8_scales(blk, s);
-    static_for<8>([&](auto b) TESSERA_INLINE {
-      prefetch_block_part<kQ6_Kx8BlockBytes, 8, decltype(b)::value>(blk);
-      q6_kx8_block<NT, decltype(b)::value>(blk, s, x, sb, acc);
+    for_steps<8, (NT < kQ6_Kx8LoopTokens)>([&](int b) TESSERA_INLINE {
+      prefetch_block_part_at<kQ6_Kx8BlockBytes, 8>(blk, b);
+      q6_kx8_block<NT>(blk, s, x, sb, b, acc);
     });
   }
   static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });

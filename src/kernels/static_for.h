@@ -25,6 +25,19 @@ TESSERA_INLINE inline void static_for(F&& f) {
   }(std::make_integer_sequence<int, N>{});
 }
 
+// for_steps<N, kUnroll>(f) calls f(i) for i = 0..N-1 with i an int: unrolled (each call's i a constant once
+// inlined) when kUnroll, else as a loop over one copy of f's body. A tile whose unrolled block loop is thousands of
+// instructions long runs faster as a loop (matmul_kquant_avx512.cpp), one whose loop is short does not.
+template <int N, bool kUnroll, typename F>
+TESSERA_INLINE inline void for_steps(F&& f) {
+  if constexpr (kUnroll) {
+    static_for<N>([&](auto i) TESSERA_INLINE { f(static_cast<int>(decltype(i)::value)); });
+  } else {
+#pragma GCC unroll 1
+    for (int i = 0; i < N; ++i) f(i);
+  }
+}
+
 // for_each_tile<N>(begin, end, f): a range in tiles of N and one narrower tile for the rest, each tile's width a
 // compile-time constant: f(std::integral_constant<int, N>, i) for i = begin, begin + N, ... while N fit, then
 // f(std::integral_constant<int, R>, i) for the R < N left, if any.
