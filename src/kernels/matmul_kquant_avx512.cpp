@@ -77,8 +77,9 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 // one instruction instead of two. From memory (5632x2048, 2 threads, Zen 5, µs, four alternations against the
 // unrolled tiles): Q6_Kx8 at 16 tokens 413-529 against 586-684, at 8 268-338 against 363-423; Q4_Kx8 at 16
 // 430-515 against 510-638, at 8 264-286 against 301-345 (2048x5632, three: Q6_Kx8 at 16 472-492 against
-// 523-670, Q4_Kx8 456-487 against 465-603). `tessera bench --quick`, three alternating pairs: Q4_K batch 16
-// 229-276 tok/s against 212-255, prefill 512 313-341 against 249-276; Q6_K batch 16 173-302 against 163-176.
+// 523-670, Q4_Kx8 456-487 against 465-603). In the model (`tessera bench`, nine alternating pairs, on a host
+// that swung widely) batch 16 was faster in 7 of 9 pairs for Q4_K (229-291 tok/s against 212-278) and in 5 of 9
+// for Q6_K (137-326 against 141-245).
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0,
                                                         int64_t group, const Ahead& ahead, const Q4KColumnScales& cs) {
