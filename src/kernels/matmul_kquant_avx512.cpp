@@ -70,7 +70,7 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 // 126-201. Spreading Q8_0x8's, Q4_0x8's and I8x8's 32-value blocks over their 4-8 steps did not help them.
 //
 // Both loop over a super-block's steps at run time (Q4_K: 4 steps of 64 values, one load of the nibbles giving
-// both sub-blocks; Q6_K: 8 of 32) where they were unrolled whole, 1,900-3,400 instructions a super-block (mostly
+// both sub-blocks; Q6_K: 8 of 32) where they were unrolled whole, 2,300-3,400 instructions a super-block (mostly
 // vpdpbusd and its broadcasts): the gain fits a loop too long for the op cache, run at the decoders' rate,
 // which this machine's lack of performance counters leaves unconfirmed. The
 // 16-row tiles also take their activations as the dot product's broadcast memory operand (dpbusd_broadcast),
