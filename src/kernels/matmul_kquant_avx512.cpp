@@ -59,11 +59,12 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 // sum into int32 directly (the AVX2 256-bit tile's int16 sum widened by vpmaddwd is the same integer), then one FMA
 // for the q·x part and one for the min part, in the 256-bit tile's order, with the column's unpacked scales.
 //
-// Both K-quant tiles request the weight stream (prefetch_ahead) an eighth of a super-block at each of its 8 steps
-// of 32 values. Requested a whole block at a time, each request was a burst of 36 lines per 16 rows (Q4_K; 54
-// for Q6_K): a 16-token Q6_Kx8 product from memory took 1.3-1.5x its time with the weights in L3 (Q4_Kx8
-// 1.2-1.3x, Q4_0x8 1.15-1.25x), and even from L3 the spread requests are faster (Q6_Kx8 462-569 µs against
-// 637-677). From memory (5632x2048 and 2048x5632, 2 threads, Zen 5, µs, four and three alternations against
+// Both K-quant tiles request the weight stream (prefetch_ahead) a share of a super-block at each step: Q6_K an
+// eighth at each of its 8 steps of 32 values, Q4_K two eighths at each of its 4 steps of 64 (for Q4_K an eighth
+// or a quarter per step measured alike, docs/performance.md). Requested a whole block at a time, each request
+// was a burst of 36 lines per 16 rows (Q4_K; 54 for Q6_K): a 16-token Q6_Kx8 product from memory took
+// 1.3-1.5x its time with the weights in L3 (Q4_Kx8 1.2-1.3x, Q4_0x8 1.15-1.25x), and even from L3 the spread
+// requests are faster (Q6_Kx8 462-569 µs against 637-677). From memory (5632x2048 and 2048x5632, 2 threads, Zen 5, µs, four and three alternations against
 // the bursts): Q6_Kx8 at 16 tokens 584-718 against 780-807 and 468-485 against 759-798, at 8 362-457 against
 // 533-594; Q4_Kx8 at 16 483-556 against 548-642 and 433-447 against 495-520, at 8 299-341 against 337-392;
 // `tessera bench` batch 16 (5 alternating pairs) Q6_K 161-244 tok/s against 133-181, Q4_K 174-283 against

@@ -419,8 +419,9 @@ TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& 
 // instructions), the right trade for a token or a few. It keeps the int16 route with VNNI too: four vpdpbusd and a
 // vpmulld per sub-block (the 512-bit tile's way) were 6-11 % faster in cache but 4-8 % slower from memory at 1-2
 // tokens (5632x2048, 2 threads, Zen 4), which is where decode runs.
-// Likewise, from this many tokens Q6_Kx8's tile loops over its 8 blocks of 32 values (AVX2 level, where batches
-// up to the unpacked tiles' take it; with AVX-512 the 512-bit tiles take 3 tokens and more): at 3 tokens
+// Likewise, from this many tokens Q6_Kx8's tile loops over its 8 blocks of 32 values (at the AVX2 level batches
+// below the unpacked tiles' take it; with AVX-512 the 512-bit tiles take 3 tokens and more, and the looped tile
+// serves only a column's odd last group of 8 rows). AVX2 level, 5632x2048, four alternations against unrolled: at 3 tokens
 // 205-248 µs against 220-285, at 4 253-274 against 295-344.
 constexpr int kQ6_Kx8LoopTokens = 3;
 template <int NT>
