@@ -60,27 +60,26 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 // for the q·x part and one for the min part, in the 256-bit tile's order, with the column's unpacked scales.
 //
 // Both K-quant tiles request the weight stream (prefetch_ahead) a share of a super-block at each step: Q6_K an
-// eighth at each of its 8 steps of 32 values, Q4_K two eighths at each of its 4 steps of 64 (for Q4_K an eighth
-// or a quarter per step measured alike, docs/performance.md). Requested a whole block at a time, each request
-// was a burst of 36 lines per 16 rows (Q4_K; 54 for Q6_K): a 16-token Q6_Kx8 product from memory took
-// 1.3-1.5x its time with the weights in L3 (Q4_Kx8 1.2-1.3x, Q4_0x8 1.15-1.25x), and even from L3 the spread
-// requests are faster (Q6_Kx8 462-569 µs against 637-677). From memory (5632x2048 and 2048x5632, 2 threads, Zen 5, µs, four and three alternations against
-// the bursts): Q6_Kx8 at 16 tokens 584-718 against 780-807 and 468-485 against 759-798, at 8 362-457 against
-// 533-594; Q4_Kx8 at 16 483-556 against 548-642 and 433-447 against 495-520, at 8 299-341 against 337-392;
-// `tessera bench` batch 16 (5 alternating pairs) Q6_K 161-244 tok/s against 133-181, Q4_K 174-283 against
+// eighth at each of its 8 steps of 32 values, Q4_K two eighths at each of its 4 steps of 64 (for Q4_K an eighth or
+// a quarter per step measured alike, docs/performance.md). Requested a whole block at a time, each request was a
+// burst of 36 lines per 16 rows (Q4_K; 54 for Q6_K): a 16-token Q6_Kx8 product from memory took 1.3-1.5x its time
+// with the weights in L3 (Q4_Kx8 1.2-1.3x, Q4_0x8 1.15-1.25x), and even from L3 the spread requests are faster
+// (Q6_Kx8 462-569 µs against 637-677). From memory (5632x2048 and 2048x5632, 2 threads, Zen 5, µs, four and three
+// alternations against the bursts): Q6_Kx8 at 16 tokens 584-718 against 780-807 and 468-485 against 759-798, at 8
+// 362-457 against 533-594; Q4_Kx8 at 16 483-556 against 548-642 and 433-447 against 495-520, at 8 299-341 against
+// 337-392; `tessera bench` batch 16 (5 alternating pairs) Q6_K 161-244 tok/s against 133-181, Q4_K 174-283 against
 // 126-201. Spreading Q8_0x8's, Q4_0x8's and I8x8's 32-value blocks over their 4-8 steps did not help them.
 //
-// Both loop over a super-block's steps at run time (Q4_K: 4 steps of 64 values, one load of the nibbles giving
-// both sub-blocks; Q6_K: 8 of 32) where they were unrolled whole, 2,300-3,400 instructions a super-block (mostly
-// vpdpbusd and its broadcasts): the gain fits a loop too long for the op cache, run at the decoders' rate,
-// which this machine's lack of performance counters leaves unconfirmed. The
-// 16-row tiles also take their activations as the dot product's broadcast memory operand (dpbusd_broadcast),
-// one instruction instead of two. From memory (5632x2048, 2 threads, Zen 5, µs, four alternations against the
-// unrolled tiles): Q6_Kx8 at 16 tokens 413-529 against 586-684, at 8 268-338 against 363-423; Q4_Kx8 at 16
-// 430-515 against 510-638, at 8 264-286 against 301-345 (2048x5632, three: Q6_Kx8 at 16 472-492 against
-// 523-670, Q4_Kx8 456-487 against 465-603). In the model (`tessera bench`, nine alternating pairs, on a host
-// that swung widely) batch 16 was faster in 7 of 9 pairs for Q4_K (229-291 tok/s against 212-278) and in 5 of 9
-// for Q6_K (137-326 against 141-245).
+// Both loop over a super-block's steps at run time (Q4_K: 4 steps of 64 values, one load of the nibbles giving both
+// sub-blocks; Q6_K: 8 of 32) where they were unrolled whole, 2,300-3,400 instructions a super-block (mostly
+// vpdpbusd and its broadcasts): the gain fits a loop too long for the op cache, run at the decoders' rate, which
+// this machine's lack of performance counters leaves unconfirmed. The 16-row tiles also take their activations as
+// the dot product's broadcast memory operand (dpbusd_broadcast), one instruction instead of two. From memory
+// (5632x2048, 2 threads, Zen 5, µs, four alternations against the unrolled tiles): Q6_Kx8 at 16 tokens 413-529
+// against 586-684, at 8 268-338 against 363-423; Q4_Kx8 at 16 430-515 against 510-638, at 8 264-286 against 301-345
+// (2048x5632, three: Q6_Kx8 at 16 472-492 against 523-670, Q4_Kx8 456-487 against 465-603). In the model (`tessera
+// bench`, nine alternating pairs, on a host that swung widely) batch 16 was faster in 7 of 9 pairs for Q4_K
+// (229-291 tok/s against 212-278) and in 5 of 9 for Q6_K (137-326 against 141-245).
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0,
                                                         int64_t group, const Ahead& ahead, const Q4KColumnScales& cs) {

@@ -248,47 +248,47 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
       q4_kx8_scales(blk[g], dsc[g], dmn[g]);
     });
     for_steps<4, kUnrolled>([&](int chunk) TESSERA_INLINE {  // sub-blocks 2·chunk (low nibbles), 2·chunk + 1
-     static_for<2>([&](auto half) TESSERA_INLINE {
-      const int j = 2 * chunk + decltype(half)::value;
-      constexpr bool high = decltype(half)::value == 1;
-      static_for<NG>([&](auto g) TESSERA_INLINE { prefetch_block_part_at<kBlockBytes, 8>(blk[g], j); });
-      __m256i sum[kChains][NG][NT];  // int16 pairs (AVX2) or int32 (VNNI)
-      static_for<kChains>([&](auto c) TESSERA_INLINE {
-        static_for<NG>([&](auto g) TESSERA_INLINE {
-          static_for<NT>([&](auto t) TESSERA_INLINE { sum[c][g][t] = _mm256_setzero_si256(); });
-        });
-      });
-      static_for<8>([&](auto u) TESSERA_INLINE {
-        constexpr int c = decltype(u)::value % kChains;  // this product's chain
-        __m256i q[NG];
-        static_for<NG>([&](auto g) TESSERA_INLINE {
-          const __m256i p = _mm256_loadu_si256((const __m256i*)(blk[g] + 128 + 32 * (8 * chunk + u)));
-          q[g] = high ? _mm256_and_si256(_mm256_srli_epi16(p, 4), low4) : _mm256_and_si256(p, low4);
-        });
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          const __m256i xv = broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u);
+      static_for<2>([&](auto half) TESSERA_INLINE {
+        const int j = 2 * chunk + decltype(half)::value;
+        constexpr bool high = decltype(half)::value == 1;
+        static_for<NG>([&](auto g) TESSERA_INLINE { prefetch_block_part_at<kBlockBytes, 8>(blk[g], j); });
+        __m256i sum[kChains][NG][NT];  // int16 pairs (AVX2) or int32 (VNNI)
+        static_for<kChains>([&](auto c) TESSERA_INLINE {
           static_for<NG>([&](auto g) TESSERA_INLINE {
-            if constexpr (Isa::kVnni)
-              sum[c][g][t] = Isa::dpbusd(sum[c][g][t], q[g], xv);
-            else
-              sum[c][g][t] = _mm256_add_epi16(sum[c][g][t], _mm256_maddubs_epi16(q[g], xv));
-            keep_in_register(sum[c][g][t]);
+            static_for<NT>([&](auto t) TESSERA_INLINE { sum[c][g][t] = _mm256_setzero_si256(); });
+          });
+        });
+        static_for<8>([&](auto u) TESSERA_INLINE {
+          constexpr int c = decltype(u)::value % kChains;  // this product's chain
+          __m256i q[NG];
+          static_for<NG>([&](auto g) TESSERA_INLINE {
+            const __m256i p = _mm256_loadu_si256((const __m256i*)(blk[g] + 128 + 32 * (8 * chunk + u)));
+            q[g] = high ? _mm256_and_si256(_mm256_srli_epi16(p, 4), low4) : _mm256_and_si256(p, low4);
+          });
+          static_for<NT>([&](auto t) TESSERA_INLINE {
+            const __m256i xv = broadcast32(x.q[t] + sb * 256 + 32 * j + 4 * u);
+            static_for<NG>([&](auto g) TESSERA_INLINE {
+              if constexpr (Isa::kVnni)
+                sum[c][g][t] = Isa::dpbusd(sum[c][g][t], q[g], xv);
+              else
+                sum[c][g][t] = _mm256_add_epi16(sum[c][g][t], _mm256_maddubs_epi16(q[g], xv));
+              keep_in_register(sum[c][g][t]);
+            });
+          });
+        });
+        const int64_t b = sb * 8 + j;
+        static_for<NG>([&](auto g) TESSERA_INLINE {
+          const __m256 sc = _mm256_load_ps(dsc[g][j]), mn = _mm256_load_ps(dmn[g][j]);
+          static_for<NT>([&](auto t) TESSERA_INLINE {
+            __m256i s32 = sum[0][g][t];
+            if constexpr (!Isa::kVnni) s32 = _mm256_madd_epi16(s32, ones);
+            if constexpr (kChains == 2) s32 = _mm256_add_epi32(s32, sum[1][g][t]);
+            const __m256 qx = _mm256_cvtepi32_ps(s32);
+            acc[g][t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[g][t]);
+            acc[g][t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[g][t]);
           });
         });
       });
-      const int64_t b = sb * 8 + j;
-      static_for<NG>([&](auto g) TESSERA_INLINE {
-        const __m256 sc = _mm256_load_ps(dsc[g][j]), mn = _mm256_load_ps(dmn[g][j]);
-        static_for<NT>([&](auto t) TESSERA_INLINE {
-          __m256i s32 = sum[0][g][t];
-          if constexpr (!Isa::kVnni) s32 = _mm256_madd_epi16(s32, ones);
-          if constexpr (kChains == 2) s32 = _mm256_add_epi32(s32, sum[1][g][t]);
-          const __m256 qx = _mm256_cvtepi32_ps(s32);
-          acc[g][t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[g][t]);
-          acc[g][t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[g][t]);
-        });
-      });
-     });
     });
   }
   static_for<NG>([&](auto g) TESSERA_INLINE {
@@ -421,8 +421,8 @@ TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& 
 // tokens (5632x2048, 2 threads, Zen 4), which is where decode runs.
 // Likewise, from this many tokens Q6_Kx8's tile loops over its 8 blocks of 32 values (at the AVX2 level batches
 // below the unpacked tiles' take it; with AVX-512 the 512-bit tiles take 3 tokens and more, and the looped tile
-// serves only a column's odd last group of 8 rows). AVX2 level, 5632x2048, four alternations against unrolled: at 3 tokens
-// 205-248 µs against 220-285, at 4 253-274 against 295-344.
+// serves only a column's odd last group of 8 rows). AVX2 level, 5632x2048, four alternations against unrolled: at 3
+// tokens 205-248 µs against 220-285, at 4 253-274 against 295-344.
 constexpr int kQ6_Kx8LoopTokens = 3;
 template <int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
