@@ -218,9 +218,7 @@ TESSERA_INLINE inline void prefetch_block_part(const uint8_t* blk) {
 // prefetch_block_part for a share `part` known only at run time (a tile looping over a block's steps).
 template <int kBlockBytes, int kParts>
 TESSERA_INLINE inline void prefetch_block_part_at(const uint8_t* blk, int part) {
-  static_for<kParts>([&](auto p) TESSERA_INLINE {
-    if (part == decltype(p)::value) prefetch_block_part<kBlockBytes, kParts, decltype(p)::value>(blk);
-  });
+  with_constant<kParts>(part, [&](auto p) TESSERA_INLINE { prefetch_block_part<kBlockBytes, kParts, p>(blk); });
 }
 
 // Token t0 + t's quantized activations, for t < NT: the pointers every interleaved tile starts from.

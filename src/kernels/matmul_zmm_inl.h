@@ -216,8 +216,8 @@ TESSERA_INLINE inline void prefetch_ahead(const Ahead& ahead, int64_t b, size_t 
 // prefetch_ahead for a share `part` known only at run time (a tile looping over a block's steps).
 template <int NZ, int kBlockBytes, int kParts>
 TESSERA_INLINE inline void prefetch_ahead_part(const Ahead& ahead, int64_t b, size_t group_stride, int part) {
-  static_for<kParts>([&](auto p) TESSERA_INLINE {
-    if (part == decltype(p)::value) prefetch_ahead<NZ, kBlockBytes, kParts, decltype(p)::value>(ahead, b, group_stride);
+  with_constant<kParts>(part, [&](auto p) TESSERA_INLINE {
+    prefetch_ahead<NZ, kBlockBytes, kParts, p>(ahead, b, group_stride);
   });
 }
 

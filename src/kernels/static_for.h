@@ -25,6 +25,15 @@ TESSERA_INLINE inline void static_for(F&& f) {
   }(std::make_integer_sequence<int, N>{});
 }
 
+// with_constant<N>(i, f) calls f(std::integral_constant<int, i>) for an i known only at run time, 0 <= i < N: a
+// template parameter (a prefetch share) chosen by a loop's counter.
+template <int N, typename F>
+TESSERA_INLINE inline void with_constant(int i, F&& f) {
+  static_for<N>([&](auto c) TESSERA_INLINE {
+    if (i == decltype(c)::value) f(c);
+  });
+}
+
 // for_steps<N, kUnroll>(f) calls f(i) for i = 0..N-1 with i an int: unrolled (each call's i a constant once
 // inlined) when kUnroll, else as a loop over one copy of f's body. A tile whose unrolled block loop is thousands of
 // instructions long runs faster as a loop (matmul_kquant_avx512.cpp), one whose loop is short does not.
