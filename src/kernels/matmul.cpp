@@ -25,8 +25,8 @@ struct ActScratch {
   std::vector<int8_t> q;
   std::vector<int8_t> q_abs;
   std::vector<float> scale;
-  std::vector<float> block_sum;
   std::vector<int16_t> sum16;
+  std::vector<int16_t> sum32;
   std::vector<int32_t> row_sum;
   std::vector<float> masked, outlier_val;  // I8 with an outlier threshold
   std::vector<int32_t> outlier_count, outlier_col;
@@ -117,9 +117,10 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 
 namespace {
 
-// How a matrix wants its activations: fp32 as they are, int8 with one scale per token (I8), int8 in blocks of 32
-// (the GGUF block types), or rounded to bf16 (BF16 panels with bf16 products, where the CPU has AVX-512 BF16).
-enum class ActKind { Float, PerRow, Block32, Bf16 };
+// How a matrix wants its activations: fp32 as they are, int8 with one scale per token (I8), per block of 32
+// (Q8_0, Q4_0, Q6_K) or per 256-value super-block (Q4_K), or rounded to bf16 (BF16 panels with bf16 products,
+// where the CPU has AVX-512 BF16).
+enum class ActKind { Float, PerRow, Block32, Block256, Bf16 };
 
 // Whether w takes the bf16 products at `isa` (not capped to the kernel level: they need AVX-512 BF16).
 bool takes_bf16_products(const WeightMatrix& w, KernelType type, Isa isa) {
@@ -129,7 +130,13 @@ bool takes_bf16_products(const WeightMatrix& w, KernelType type, Isa isa) {
 ActKind act_kind(const WeightMatrix& w, KernelType type, Isa isa) {
   if (takes_bf16_products(w, type, isa)) return ActKind::Bf16;
   if (is_float_type(type)) return ActKind::Float;
-  return type == KernelType::I8 || type == KernelType::I8x8 ? ActKind::PerRow : ActKind::Block32;
+  switch (type) {
+    case KernelType::I8:
+    case KernelType::I8x8: return ActKind::PerRow;
+    case KernelType::Q4_K:
+    case KernelType::Q4_Kx8: return ActKind::Block256;
+    default: return ActKind::Block32;
+  }
 }
 
 // Runs prepare(begin, end) over all tokens: the activations' quantization or rounding, ~1% of the matmul's work,
@@ -179,34 +186,45 @@ bool shares_int4_input(std::span<const MatmulTarget> targets) {
   return true;
 }
 
-// Quantizes x once into this thread's scratch for weights of `kind` (no-op for Float). I8 with an outlier
-// threshold: the int8 part quantizes a copy of x without the outliers, which are listed per token
-// (int8_outliers.h).
-kernels::QuantizedActs quantize_shared(ActKind kind, const float* x, int64_t n_in, int64_t n_tokens,
+bool is_quantized(ActKind kind) { return kind != ActKind::Float && kind != ActKind::Bf16; }
+
+// One call's activation formats: one, or two quantized ones (a Q6_K value projection beside Q4_K q and k).
+constexpr int kMaxActFormats = 2;
+
+// Quantizes x once into this thread's scratch `slot` (< kMaxActFormats) for weights of `kind` (no-op for Float).
+// I8 with an outlier threshold: the int8 part quantizes a copy of x without the outliers, which are listed per
+// token (int8_outliers.h).
+kernels::QuantizedActs quantize_shared(ActKind kind, int slot, const float* x, int64_t n_in, int64_t n_tokens,
                                        float outlier_threshold, kernels::QuantizeActsFn quant_fn, ThreadPool& pool) {
-  if (kind == ActKind::Float || kind == ActKind::Bf16) return {};
-  thread_local ActScratch scratch;
+  if (!is_quantized(kind)) return {};
+  thread_local ActScratch scratches[kMaxActFormats];
+  ActScratch& scratch = scratches[slot];
+  const kernels::ActBlocks blocks = kind == ActKind::PerRow    ? kernels::ActBlocks::PerRow
+                                    : kind == ActKind::Block32 ? kernels::ActBlocks::Block32
+                                                               : kernels::ActBlocks::Block256;
   const bool per_row = kind == ActKind::PerRow;
   const size_t nt = static_cast<size_t>(n_tokens);
   const size_t nb = static_cast<size_t>(n_in / 32);
-  int8_t* q = grow(scratch.q, nt * static_cast<size_t>(n_in));
-  int8_t* q_abs = grow(scratch.q_abs, nt * static_cast<size_t>(n_in));
-  float* scale = grow(scratch.scale, nt * (per_row ? 1 : nb));
-  float* block_sum = grow(scratch.block_sum, nt * nb);
-  int16_t* sum16 = grow(scratch.sum16, nt * nb * 2);
-  int32_t* row_sum = grow(scratch.row_sum, nt);
+  const size_t n_q = nt * static_cast<size_t>(n_in);
+  int8_t* q = grow(scratch.q, n_q);
+  int8_t* q_abs = blocks == kernels::ActBlocks::Block256 ? nullptr : grow(scratch.q_abs, n_q);
+  const size_t scales_per_token = per_row ? 1 : blocks == kernels::ActBlocks::Block32 ? nb : nb / 8;
+  float* scale = grow(scratch.scale, nt * scales_per_token);
+  int16_t* sum16 = per_row ? nullptr : grow(scratch.sum16, nt * nb * 2);
+  int16_t* sum32 = blocks == kernels::ActBlocks::Block256 ? grow(scratch.sum32, nt * nb) : nullptr;
+  int32_t* row_sum = per_row ? grow(scratch.row_sum, nt) : nullptr;
   const bool outliers = per_row && outlier_threshold > 0.0f;
-  const size_t n_x = outliers ? nt * static_cast<size_t>(n_in) : 0;
+  const size_t n_x = outliers ? n_q : 0;
   float* masked = outliers ? grow(scratch.masked, n_x) : nullptr;
   float* o_val = outliers ? grow(scratch.outlier_val, n_x) : nullptr;
   int32_t* o_col = outliers ? grow(scratch.outlier_col, n_x) : nullptr;
   int32_t* o_count = outliers ? grow(scratch.outlier_count, nt) : nullptr;
   auto prepare = [&](int64_t begin, int64_t end) {
     if (outliers) split_int8_outliers(x, n_in, begin, end, outlier_threshold, masked, o_count, o_col, o_val);
-    quant_fn(outliers ? masked : x, n_in, begin, end, per_row, q, q_abs, scale, block_sum, sum16, row_sum);
+    quant_fn(outliers ? masked : x, n_in, begin, end, blocks, q, q_abs, scale, sum16, sum32, row_sum);
   };
   prepare_tokens(n_tokens, n_in, pool, prepare);
-  return kernels::QuantizedActs{q, q_abs, scale, block_sum, sum16, row_sum, o_count, o_col, o_val};
+  return kernels::QuantizedActs{q, q_abs, scale, sum16, sum32, row_sum, o_count, o_col, o_val};
 }
 
 }  // namespace
@@ -226,17 +244,23 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   if (n_tokens <= 0 || targets.empty()) return;
   const Isa capped = isa < detected_isa() ? isa : detected_isa();
   const Isa level = kernel_isa(capped);
-  // One parallel region for all targets needs one kernel path and one activation format (INT4 has its own);
-  // anything else (FP8, the scalar level, mixed types such as a Q6_K value projection beside Q4_K q and k) runs
-  // the targets one by one.
-  KernelType first_type{};  // set wherever `shared` stays true; initialized for GCC's -Wmaybe-uninitialized
-  bool shared = has_fast_kernel(*targets[0].w, level, &first_type);
+  // One parallel region for all targets needs one kernel path and one activation format, or two quantized ones
+  // (a Q6_K value projection beside Q4_K q and k), each quantized once (INT4 has its own); anything else (FP8,
+  // the scalar level, float beside quantized types) runs the targets one by one.
+  ActKind formats[kMaxActFormats] = {};
+  int n_formats = 0;
+  bool shared = true;
   int64_t unit = 1;
   for (const MatmulTarget& t : targets) {
     KernelType type{};
-    shared = shared && has_fast_kernel(*t.w, level, &type) &&
-             act_kind(*t.w, type, capped) == act_kind(*targets[0].w, first_type, capped) &&
-             t.w->n_in == targets[0].w->n_in && t.w->outlier_threshold == targets[0].w->outlier_threshold;
+    shared = shared && has_fast_kernel(*t.w, level, &type) && t.w->n_in == targets[0].w->n_in &&
+             t.w->outlier_threshold == targets[0].w->outlier_threshold;
+    if (!shared) break;
+    const ActKind kind = act_kind(*t.w, type, capped);
+    if (std::find(formats, formats + n_formats, kind) == formats + n_formats) {
+      shared = n_formats == 0 || (n_formats < kMaxActFormats && is_quantized(kind) && is_quantized(formats[0]));
+      if (shared) formats[n_formats++] = kind;
+    }
     unit = std::max(unit, row_unit(t.w->layout));
   }
   // The row split runs in units of the largest group or panel among the targets, which every target's rows must
@@ -266,9 +290,11 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   const bool avx512 = level == Isa::Avx512Vnni;
   const kernels::QuantizeActsFn quant_fn = avx512 ? kernels::avx512::quantize_acts : kernels::avx2::quantize_acts;
   const int64_t n_in = targets[0].w->n_in;
-  const ActKind kind = act_kind(*targets[0].w, first_type, capped);
-  const kernels::QuantizedActs xq = quantize_shared(kind, x, n_in, n_tokens, targets[0].w->outlier_threshold,
-                                                    quant_fn, pool);
+  kernels::QuantizedActs xq[kMaxActFormats];
+  for (int f = 0; f < n_formats; ++f) {
+    xq[f] = quantize_shared(formats[f], f, x, n_in, n_tokens, targets[0].w->outlier_threshold, quant_fn, pool);
+  }
+  const ActKind kind = formats[0];  // the only one unless both are quantized
   const uint32_t* x_bf16 = kind == ActKind::Bf16 ? round_shared_bf16(x, n_in, n_tokens, pool) : nullptr;
   bool float_panels = false;
   for (const MatmulTarget& t : targets) float_panels = float_panels || t.w->layout == WeightLayout::Panel32;
@@ -301,7 +327,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     a.x = x;
     a.x_bf16 = x_bf16;
     a.x_packed = x_packed;
-    a.xq = xq;
+    a.xq = xq[std::find(formats, formats + n_formats, act_kind(w, type, capped)) - formats];
     a.n_tokens = n_tokens;
     a.y = targets[j].y;
     first_row[j + 1] = first_row[j] + std::max<int64_t>(w.n_out, 0);

@@ -10,14 +10,18 @@
 
 namespace tessera::kernels {
 
-// Activations quantized for integer dot products. Per token: n_in int8 values in blocks of 32 with one fp32
-// scale each (for I8 weights: one scale for the whole row, in scale[0]).
+// How activations are quantized, per token: one scale for the whole row (I8 weights), one per block of 32 values
+// (Q8_0, Q4_0, Q6_K), or one per 256-value super-block (Q4_K, as llama.cpp's Q8_K: a super-block's products then
+// stay exact integers up to one float step per super-block, where a scale per 32 values needs one per 32).
+enum class ActBlocks : uint8_t { PerRow, Block32, Block256 };
+
+// Activations quantized for integer dot products. Per token: n_in int8 values and their scales (ActBlocks).
 struct QuantizedActs {
   const int8_t* q = nullptr;         // [n_tokens, n_in]
-  const int8_t* q_abs = nullptr;     // [n_tokens, n_in] |q|: maddubs' unsigned operand for batched Q8_0 / Q4_0
-  const float* scale = nullptr;      // [n_tokens, n_in / 32]
-  const float* block_sum = nullptr;  // [n_tokens, n_in / 32] scale * Σq over the block (Q4_K mins)
-  const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Q6_K's -32 offset)
+  const int8_t* q_abs = nullptr;     // [n_tokens, n_in] |q|: maddubs' unsigned operand (Block32 only)
+  const float* scale = nullptr;      // [n_tokens, 1, n_in / 32 or n_in / 256] (ActBlocks)
+  const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Block32, Block256)
+  const int16_t* sum32 = nullptr;    // [n_tokens, n_in / 32] Σq over 32 values (Block256: Q4_K's mins)
   const int32_t* row_sum = nullptr;  // [n_tokens] Σq over the whole row, I8 only (VNNI's unsigned-weight offset)
   // I8 with an outlier threshold (else null): per token, the columns left out of q (stored as 0 there) and
   // their fp32 values, in increasing column order; token t's list starts at t * n_in.
@@ -61,11 +65,11 @@ struct MatmulArgs {
 // its weight row and token row: no reduction is split, so any partition of rows gives identical bits.
 using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 
-// Quantizes tokens [t_begin, t_end) of x into acts (whose pointers address writable scratch). per_row: one
-// scale per token (I8 weights) instead of one per block of 32.
-using QuantizeActsFn = void (*)(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row,
-                                int8_t* q, int8_t* q_abs, float* scale, float* block_sum,
-                                int16_t* sum16, int32_t* row_sum);
+// Quantizes tokens [t_begin, t_end) of x in `blocks` (QuantizedActs says which arrays each form fills; the
+// others may be null).
+using QuantizeActsFn = void (*)(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, ActBlocks blocks,
+                                int8_t* q, int8_t* q_abs, float* scale, int16_t* sum16, int16_t* sum32,
+                                int32_t* row_sum);
 
 // The kernels of one ISA level: one entry per weight-type family (matmul_<family>_<isa>.cpp), each taking every
 // kernel type of its family, and the activation quantization the integer families share (matmul_acts_<isa>.cpp).
@@ -78,8 +82,8 @@ void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end
 void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);    // Q4_0, Q4_0x8
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);  // Q4_K, Q6_K and x8
 void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);      // I8, I8x8
-void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
+void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, ActBlocks blocks, int8_t* q,
+                   int8_t* q_abs, float* scale, int16_t* sum16, int16_t* sum32, int32_t* row_sum);
 }  // namespace avx2
 
 namespace avx512 {
@@ -89,8 +93,8 @@ void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end
 void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void matmul_kquant_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
-void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, bool per_row, int8_t* q,
-                   int8_t* q_abs, float* scale, float* block_sum, int16_t* sum16, int32_t* row_sum);
+void quantize_acts(const float* x, int64_t n_in, int64_t t_begin, int64_t t_end, ActBlocks blocks, int8_t* q,
+                   int8_t* q_abs, float* scale, int16_t* sum16, int16_t* sum32, int32_t* row_sum);
 // AVX-512 BF16 only (matmul_bf16_avx512.cpp): BF16x32 matrices with bf16 products, and the activations they take
 // (tokens [t_begin, t_end) of a batch of n_tokens rounded to bf16 into MatmulArgs::x_bf16's layout).
 void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);

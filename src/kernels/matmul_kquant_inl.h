@@ -29,28 +29,36 @@ inline __m256 u8x8_to_ps(const uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p)));
 }
 
-// Q4_K (144 bytes per 256 values): value = d·sc·q − dmin·m per 32-value sub-block, q in [0, 15]. The q·x part
-// is an unsigned × signed product; the min part needs only the activation block sums, 8 per super-block.
+// The exact product sum of one sub-block, times its scale: Σ u·s over the 4 bytes of each lane, times sc. The
+// int16 route (maddubs, then madd by sc instead of by one) and VNNI's (dpbusd, vpmulld) give the same integers;
+// u·s pairs stay within int16 (2·15·127).
+template <typename Isa>
+TESSERA_INLINE inline __m256i scaled_dot(__m256i u, __m256i s, int sc) {
+  if constexpr (Isa::kVnni) {
+    return _mm256_mullo_epi32(Isa::dot_u8s8(u, s), _mm256_set1_epi32(sc));
+  } else {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(static_cast<int16_t>(sc)));
+  }
+}
+
+// Q4_K (144 bytes per 256 values): value = d·sc·q − dmin·m per 32-value sub-block, q in [0, 15]. With one
+// activation scale per super-block (ActBlocks::Block256) a super-block's parts are exact integers, Σ_j sc_j·Σq·x
+// (an unsigned × signed product per sub-block, scaled in int32) and Σ_j m_j·Σx (the activations' 32-value
+// sums), each converted and scaled once per super-block.
 template <typename Isa, int NT, int NR>
 __attribute__((noinline, flatten)) void tile_q4_k(const TileCtx& c) {
-  const int64_t nsb = c.a.n_in / 256, nb = c.a.n_in / 32;
-  __m256 acc[NT][NR], mins[NT][NR];
+  const int64_t nsb = c.a.n_in / 256;
+  const TileActs<NT> x(c.a, c.t0);
+  __m256 acc[NT][NR];
   UNROLL
   for (int t = 0; t < NT; ++t)
     UNROLL
-    for (int r = 0; r < NR; ++r) acc[t][r] = mins[t][r] = _mm256_setzero_ps();
-  const int8_t* xq[NT];
-  const float* xd[NT];
-  const float* xs[NT];
-  UNROLL
-  for (int t = 0; t < NT; ++t) {
-    xq[t] = c.a.xq.q + (c.t0 + t) * c.a.n_in;
-    xd[t] = c.a.xq.scale + (c.t0 + t) * nb;
-    xs[t] = c.a.xq.block_sum + (c.t0 + t) * nb;
-  }
+    for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
   const __m256i mask = _mm256_set1_epi8(0x0f);
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    alignas(32) float dsc[NR][8];
+    uint8_t sc[NR][8];
+    __m128i mins[NR];  // m_j as int16
+    float d[NR], dmin[NR];
     const uint8_t* qs[NR];
     UNROLL
     for (int r = 0; r < NR; ++r) {
@@ -58,14 +66,18 @@ __attribute__((noinline, flatten)) void tile_q4_k(const TileCtx& c) {
       prefetch(blk + kPrefetchBytes);
       prefetch(blk + kPrefetchBytes + 64);
       prefetch(blk + kPrefetchBytes + 128);
-      uint8_t sc[8], mn[8];
-      q4_k_unpack_scales(blk + 4, sc, mn);
-      _mm256_store_ps(dsc[r], _mm256_mul_ps(u8x8_to_ps(sc), _mm256_set1_ps(half_to_float(blk))));
-      const __m256 mv = _mm256_mul_ps(u8x8_to_ps(mn), _mm256_set1_ps(half_to_float(blk + 2)));
-      UNROLL
-      for (int t = 0; t < NT; ++t) mins[t][r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs[t] + sb * 8), mins[t][r]);
+      uint8_t mn[8];
+      q4_k_unpack_scales(blk + 4, sc[r], mn);
+      mins[r] = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)mn));
+      d[r] = half_to_float(blk);
+      dmin[r] = half_to_float(blk + 2);
       qs[r] = blk + 16;
     }
+    __m256i sum[NT][NR];
+    UNROLL
+    for (int t = 0; t < NT; ++t)
+      UNROLL
+      for (int r = 0; r < NR; ++r) sum[t][r] = _mm256_setzero_si256();
     UNROLL
     for (int g = 0; g < 4; ++g) {
       __m256i lo[NR], hi[NR];
@@ -75,26 +87,33 @@ __attribute__((noinline, flatten)) void tile_q4_k(const TileCtx& c) {
         lo[r] = _mm256_and_si256(raw, mask);
         hi[r] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
       }
-      const int64_t b = sb * 8 + 2 * g;
       UNROLL
       for (int t = 0; t < NT; ++t) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32));
-        const __m256i x1 = _mm256_loadu_si256((const __m256i*)(xq[t] + b * 32 + 32));
-        const float d0 = xd[t][b], d1 = xd[t][b + 1];
+        const __m256i x0 = _mm256_loadu_si256((const __m256i*)(x.q[t] + sb * 256 + 64 * g));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i*)(x.q[t] + sb * 256 + 64 * g + 32));
         UNROLL
         for (int r = 0; r < NR; ++r) {
-          acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::dot_u8s8(lo[r], x0)),
-                                      _mm256_set1_ps(dsc[r][2 * g] * d0), acc[t][r]);
-          acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Isa::dot_u8s8(hi[r], x1)),
-                                      _mm256_set1_ps(dsc[r][2 * g + 1] * d1), acc[t][r]);
+          sum[t][r] = _mm256_add_epi32(sum[t][r], scaled_dot<Isa>(lo[r], x0, sc[r][2 * g]));
+          sum[t][r] = _mm256_add_epi32(sum[t][r], scaled_dot<Isa>(hi[r], x1, sc[r][2 * g + 1]));
         }
+      }
+    }
+    UNROLL
+    for (int t = 0; t < NT; ++t) {
+      const float dx = x.scale[t][sb];
+      const __m128i sums32 = _mm_loadu_si128((const __m128i*)(x.sum32[t] + sb * 8));
+      UNROLL
+      for (int r = 0; r < NR; ++r) {
+        const __m256i m = _mm256_zextsi128_si256(_mm_madd_epi16(mins[r], sums32));
+        acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t][r]), _mm256_set1_ps(d[r] * dx), acc[t][r]);
+        acc[t][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin[r] * dx), acc[t][r]);
       }
     }
   }
   UNROLL
   for (int t = 0; t < NT; ++t)
     UNROLL
-    for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]) - hsum(mins[t][r]);
+    for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]);
 }
 
 // Q6_K (210 bytes per 256 values): ql[128] low nibbles, qh[64] two high bits, 16 int8 scales (one per 16
@@ -179,10 +198,19 @@ __attribute__((noinline, flatten)) void tile_q6_k(const TileCtx& c) {
     for (int r = 0; r < NR; ++r) c.out(t, r) = hsum(acc[t][r]) - hsum(offs[t][r]);
 }
 
-// The 8 rows' d·sc_j and dmin·m_j for sub-blocks j = 0..7 of one Q4_Kx8 super-block (kernels/interleave.h):
-// q4_k_unpack_scales' bit moves with one row per 32-bit lane. V0's lanes hold each row's fp16 (d, dmin) pair;
-// one byte shuffle and one qword permute gather the 8 d and then the 8 dmin.
-TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], float dmn[8][8]) {
+// One Q4_Kx8 super-block's scales for 8 rows (kernels/interleave.h), lane l = row l: d and dmin, the 6-bit
+// sc_j as int32 (or, for the int16 route's vpmaddwd, in both int16 halves of the lane), and the mins as int16
+// pairs (m_2i, m_2i+1) for vpmaddwd with the activations' 32-value sums.
+struct Q4_Kx8Scales {
+  __m256 d, dmin;
+  __m256i sc[8];
+  __m256i mn_pair[4];
+};
+
+// q4_k_unpack_scales' bit moves with one row per 32-bit lane. The first vector's lanes hold each row's fp16
+// (d, dmin) pair; one byte shuffle and one qword permute gather the 8 d and then the 8 dmin.
+template <bool kInt16Pairs>
+TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, Q4_Kx8Scales& out) {
   const __m256i pairs = _mm256_loadu_si256((const __m256i*)blk);
   const __m256i a = _mm256_loadu_si256((const __m256i*)(blk + 32));
   const __m256i b = _mm256_loadu_si256((const __m256i*)(blk + 64));
@@ -191,30 +219,51 @@ TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, float dsc[8][8], fl
                                                 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
   const __m256i split = _mm256_shuffle_epi8(pairs, d_then_dmin);
   const __m256i ordered = _mm256_permute4x64_epi64(split, 0xd8);  // d0-3, d4-7, dmin0-3, dmin4-7
-  const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
-  const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
+  out.d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
+  out.dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
   const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
   const __m256i sc[2] = {_mm256_and_si256(a, m6),
                          _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top2))};
   const __m256i mn[2] = {_mm256_and_si256(b, m6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4),
                                                                   _mm256_and_si256(_mm256_srli_epi32(b, 2), top2))};
-  const __m256i byte = _mm256_set1_epi32(0xff);
-  static_for<8>([&](auto j) {
+  const __m256i byte = _mm256_set1_epi32(0xff), second_byte = _mm256_set1_epi32(0xff00);
+  static_for<8>([&](auto j) TESSERA_INLINE {
     constexpr int half = decltype(j)::value / 4, shift = 8 * (decltype(j)::value % 4);
     const __m256i s = _mm256_and_si256(_mm256_srli_epi32(sc[half], shift), byte);
-    const __m256i m = _mm256_and_si256(_mm256_srli_epi32(mn[half], shift), byte);
-    _mm256_store_ps(dsc[j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(s)));
-    _mm256_store_ps(dmn[j], _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m)));
+    out.sc[j] = kInt16Pairs ? _mm256_or_si256(s, _mm256_slli_epi32(s, 16)) : s;
   });
+  static_for<4>([&](auto i) TESSERA_INLINE {  // bytes 2(i % 2), 2(i % 2) + 1 of mn[i / 2]: m_2i, m_2i+1
+    const __m256i v = _mm256_srli_epi32(mn[decltype(i)::value / 2], 16 * (decltype(i)::value % 2));
+    out.mn_pair[i] = _mm256_or_si256(_mm256_and_si256(v, byte), _mm256_slli_epi32(_mm256_and_si256(v, second_byte), 8));
+  });
+}
+
+// Σ_j m_j·(Σx over sub-block j) of one super-block for the 8 rows: four vpmaddwd of the mins pairs by the
+// token's 32-value sums taken two at a time.
+TESSERA_INLINE inline __m256i q4_kx8_min_sum(const Q4_Kx8Scales& s, const int16_t* sum32) {
+  __m256i m = _mm256_madd_epi16(s.mn_pair[0], broadcast32(sum32));
+  static_for<3>([&](auto i) TESSERA_INLINE {
+    constexpr int k = decltype(i)::value + 1;
+    m = _mm256_add_epi32(m, _mm256_madd_epi16(s.mn_pair[k], broadcast32(sum32 + 2 * k)));
+  });
+  return m;
+}
+
+// acc += d·dx·Σ_j sc_j·Σq·x − dmin·dx·Σ_j m_j·Σx: the float step every Q4_Kx8 tile ends a super-block with (the
+// 512-bit tile runs the same operations on 16 rows a vector).
+TESSERA_INLINE inline __m256 q4_k_finish(__m256 acc, __m256i qx, __m256i mins, __m256 d, __m256 dmin, __m256 dx) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qx), _mm256_mul_ps(d, dx), acc);
+  return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, dx), acc);
 }
 
 // Q4_Kx8 (kernels/interleave.h), NG groups of 8 rows (1, or 2 from `group`) for NT tokens. value =
 // d·sc_j·q − dmin·m_j per 32-value sub-block j, q in [0, 15]. Each super-block's scales are unpacked once for the
 // NT tokens (q4_kx8_scales); sub-block j is then Q4_0x8's scheme: 8 vectors of its nibbles (values 4u..4u+3 of
-// the 8 rows) times those 4 activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480), widened
-// once, and finished with one FMA for the q·x part and one for the min part (the activations' block sum). With
-// VNNI each product goes into the int32 sum directly (one vpdpbusd for vpmaddubsw and the int16 add, no
-// widening): the same integer. With two groups each broadcast serves both groups' vectors. The same operations
+// the 8 rows) times those 4 activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480) and widened
+// by vpmaddwd with the rows' sc_j into the super-block's int32 sum. With VNNI each product goes into an int32 sum
+// directly (one vpdpbusd for vpmaddubsw and the int16 add), which vpmulld scales: the same integer. The min part
+// is the super-block's Σ_j m_j·Σx (q4_kx8_min_sum), and one float step per super-block ends it (q4_k_finish).
+// With two groups each broadcast serves both groups' vectors. The same operations
 // for every (group, token) element whatever NT and NG are (batch invariance). Its lambdas, and Q6_Kx8's, are
 // marked always-inline: with bodies this large `flatten` alone left Q6_Kx8's block loop out of line at 3-4
 // tokens, its accumulators in memory.
@@ -228,7 +277,7 @@ template <typename Isa, int NT, int NG = 1>
 __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
   const int64_t nsb = a.n_in / 256;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
   // vpdpbusd's latency chains a sub-block's 8 products per sum, where the int16 route chains only its 1-cycle
   // adds: a tile of one sum (one token, one group) splits it into two alternating chains. Tiles of two or more
   // sums already have that many independent chains; splitting theirs too was level from memory at two sums and
@@ -242,10 +291,12 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
   });
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk[NG];
-    alignas(32) float dsc[NG][8][8], dmn[NG][8][8];
+    alignas(32) Q4_Kx8Scales s[NG];
+    __m256i qx[NG][NT];  // Σ_j sc_j·Σq·x
     static_for<NG>([&](auto g) TESSERA_INLINE {
       blk[g] = group_block_unrequested(a, group + g, sb, kBlockBytes);
-      q4_kx8_scales(blk[g], dsc[g], dmn[g]);
+      q4_kx8_scales<!Isa::kVnni>(blk[g], s[g]);
+      static_for<NT>([&](auto t) TESSERA_INLINE { qx[g][t] = _mm256_setzero_si256(); });
     });
     for_steps<4, kUnrolled>([&](int chunk) TESSERA_INLINE {  // sub-blocks 2·chunk (low nibbles), 2·chunk + 1
       static_for<2>([&](auto half) TESSERA_INLINE {
@@ -276,18 +327,24 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
             });
           });
         });
-        const int64_t b = sb * 8 + j;
         static_for<NG>([&](auto g) TESSERA_INLINE {
-          const __m256 sc = _mm256_load_ps(dsc[g][j]), mn = _mm256_load_ps(dmn[g][j]);
+          const __m256i sc = s[g].sc[j];
           static_for<NT>([&](auto t) TESSERA_INLINE {
-            __m256i s32 = sum[0][g][t];
-            if constexpr (!Isa::kVnni) s32 = _mm256_madd_epi16(s32, ones);
-            if constexpr (kChains == 2) s32 = _mm256_add_epi32(s32, sum[1][g][t]);
-            const __m256 qx = _mm256_cvtepi32_ps(s32);
-            acc[g][t] = _mm256_fmadd_ps(qx, _mm256_mul_ps(sc, _mm256_broadcast_ss(x.scale[t] + b)), acc[g][t]);
-            acc[g][t] = _mm256_fnmadd_ps(mn, _mm256_broadcast_ss(x.block_sum[t] + b), acc[g][t]);
+            if constexpr (Isa::kVnni) {
+              __m256i s32 = sum[0][g][t];
+              if constexpr (kChains == 2) s32 = _mm256_add_epi32(s32, sum[1][g][t]);
+              qx[g][t] = _mm256_add_epi32(qx[g][t], _mm256_mullo_epi32(s32, sc));
+            } else {
+              qx[g][t] = _mm256_add_epi32(qx[g][t], _mm256_madd_epi16(sum[0][g][t], sc));
+            }
           });
         });
+      });
+    });
+    static_for<NG>([&](auto g) TESSERA_INLINE {
+      static_for<NT>([&](auto t) TESSERA_INLINE {
+        const __m256i mins = q4_kx8_min_sum(s[g], x.sum32[t] + sb * 8);
+        acc[g][t] = q4_k_finish(acc[g][t], qx[g][t], mins, s[g].d, s[g].dmin, _mm256_broadcast_ss(x.scale[t] + sb));
       });
     });
   }

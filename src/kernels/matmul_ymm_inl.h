@@ -221,23 +221,28 @@ TESSERA_INLINE inline void prefetch_block_part_at(const uint8_t* blk, int part) 
   with_constant<kParts>(part, [&](auto p) TESSERA_INLINE { prefetch_block_part<kBlockBytes, kParts, p>(blk); });
 }
 
+// Whether a kernel type takes its activations with one scale per 256-value super-block (ActBlocks::Block256).
+constexpr bool takes_block256_acts(KernelType type) { return type == KernelType::Q4_K || type == KernelType::Q4_Kx8; }
+
 // Token t0 + t's quantized activations, for t < NT: the pointers every interleaved tile starts from.
 template <int NT>
 struct TileActs {
   const int8_t* q[NT];
-  const int8_t* q_abs[NT];
-  const float* scale[NT];      // one per 32-value block
-  const float* block_sum[NT];  // one per 32-value block
-  const int16_t* sum16[NT];    // one per 16 values
+  const int8_t* q_abs[NT];   // Block32 only
+  const float* scale[NT];    // one per 32-value block, or per 256-value super-block (Q4_K)
+  const int16_t* sum16[NT];  // one per 16 values
+  const int16_t* sum32[NT];  // one per 32 values (Q4_K)
 
   TESSERA_INLINE TileActs(const MatmulArgs& a, int64_t t0) {
-    const int64_t nb = a.n_in / 32;
+    const int64_t nb = a.n_in / 32, n_scales = takes_block256_acts(a.type) ? nb / 8 : nb;
+    // Arrays a form does not fill are null, and stay null (no offset applied to a null pointer).
+    auto at = [](auto* base, int64_t offset) { return base == nullptr ? base : base + offset; };
     static_for<NT>([&](auto t) {
       q[t] = a.xq.q + (t0 + t) * a.n_in;
-      q_abs[t] = a.xq.q_abs + (t0 + t) * a.n_in;
-      scale[t] = a.xq.scale + (t0 + t) * nb;
-      block_sum[t] = a.xq.block_sum + (t0 + t) * nb;
-      sum16[t] = a.xq.sum16 + (t0 + t) * nb * 2;
+      q_abs[t] = at(a.xq.q_abs, (t0 + t) * a.n_in);
+      scale[t] = a.xq.scale + (t0 + t) * n_scales;
+      sum16[t] = at(a.xq.sum16, (t0 + t) * nb * 2);
+      sum32[t] = at(a.xq.sum32, (t0 + t) * nb);
     });
   }
 };

@@ -96,13 +96,13 @@ constexpr int zmm_block_values() {
 // A token tile's activations, packed so that a tile addresses all of them from one pointer: with one pointer per
 // token, the pointers of 4-8 tokens and of the weights ran out of general registers and the inner loop reloaded
 // them from the stack. For NT tokens: dword d (bytes 4d..4d+3 of the row) of token t at q[d·NT + t]; per 32-value
-// block b at [b·NT + t]: scale (d_x), block_sum (d_x·Σx, Q4_K's mins) and start, the accumulator's first value
-// (−128·Σx for Q8_0, −8·Σx for Q4_0; Q6_K: the block's two 16-value sums as an int16 pair). I8: per token,
-// scale[t] and start[t] = −128·Σx over the row.
+// block b at [b·NT + t]: scale (d_x) and start, the accumulator's first value (−128·Σx for Q8_0, −8·Σx for Q4_0;
+// Q6_K: the block's two 16-value sums as an int16 pair). Q4_K, per 256-value super-block sb: scale at [sb·NT + t],
+// and start at [(4·sb + i)·NT + t], the 32-value sums of sub-blocks 2i and 2i + 1 as an int16 pair (its mins'
+// vpmaddwd operand). I8: per token, scale[t] and start[t] = −128·Σx over the row.
 struct PackedTile {
   const int32_t* q;
   const float* scale;
-  const float* block_sum;
   const int32_t* start;
 };
 
@@ -111,9 +111,9 @@ constexpr bool per_row_acts() {
   return K == ZmmKind::I8;
 }
 
-// Packs tokens [t0, t0 + nt) (PackedTile's layout for nt tokens) into q, scale, block_sum and start.
+// Packs tokens [t0, t0 + nt) (PackedTile's layout for nt tokens) into q, scale and start.
 template <ZmmKind K>
-void pack_tile(const MatmulArgs& a, int64_t t0, int nt, int32_t* q, float* scale, float* block_sum, int32_t* start) {
+void pack_tile(const MatmulArgs& a, int64_t t0, int nt, int32_t* q, float* scale, int32_t* start) {
   const int64_t nb = a.n_in / 32;
   for (int t = 0; t < nt; ++t) {
     const int8_t* xq = a.xq.q + (t0 + t) * a.n_in;
@@ -122,11 +122,14 @@ void pack_tile(const MatmulArgs& a, int64_t t0, int nt, int32_t* q, float* scale
       scale[t] = a.xq.scale[t0 + t];
       // In wrapping arithmetic: the lanes' true sums fit int32, the offset alone need not (NaN inputs).
       start[t] = static_cast<int32_t>(static_cast<uint32_t>(a.xq.row_sum[t0 + t]) * 0xffffff80u);
+    } else if constexpr (K == ZmmKind::Q4_K) {
+      const int64_t nsb = nb / 8;
+      for (int64_t sb = 0; sb < nsb; ++sb) scale[sb * nt + t] = a.xq.scale[(t0 + t) * nsb + sb];
+      for (int64_t p = 0; p < nb / 2; ++p) std::memcpy(&start[p * nt + t], a.xq.sum32 + (t0 + t) * nb + 2 * p, 4);
     } else {
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t i = (t0 + t) * nb + b;
         scale[b * nt + t] = a.xq.scale[i];
-        if constexpr (K == ZmmKind::Q4_K) block_sum[b * nt + t] = a.xq.block_sum[i];
         const int16_t* sums = a.xq.sum16 + 2 * i;
         if constexpr (K == ZmmKind::Q6_K) {
           std::memcpy(&start[b * nt + t], sums, 4);
@@ -378,12 +381,11 @@ struct PackedBlock {
   BalancedTiles<NT> tiles;
   int32_t* q = nullptr;
   float* scale = nullptr;
-  float* block_sum = nullptr;
   int32_t* start = nullptr;
 
   PackedBlock(const MatmulArgs& a, int64_t tb_, int64_t te) : tb(tb_), tiles(te - tb_) {
     thread_local std::vector<int32_t> q_buf, start_buf;
-    thread_local std::vector<float> scale_buf, block_sum_buf;
+    thread_local std::vector<float> scale_buf;
     per_token = a.n_in / 4;
     side_per_token = per_row_acts<K>() ? 1 : a.n_in / 32;
     const size_t n = static_cast<size_t>(te - tb);
@@ -393,18 +395,17 @@ struct PackedBlock {
     };
     q = grow_to(q_buf, n * static_cast<size_t>(per_token));
     scale = grow_to(scale_buf, n * static_cast<size_t>(side_per_token));
-    block_sum = grow_to(block_sum_buf, n * static_cast<size_t>(side_per_token));
     start = grow_to(start_buf, n * static_cast<size_t>(side_per_token));
     for (int64_t j = 0; j < tiles.count; ++j) {
       const int64_t i = tiles.begin(j);
       pack_tile<K>(a, tb + i, static_cast<int>(tiles.width(j)), q + i * per_token, scale + i * side_per_token,
-                   block_sum + i * side_per_token, start + i * side_per_token);
+                   start + i * side_per_token);
     }
   }
 
   PackedTile tile(int64_t t) const {
     const int64_t i = t - tb;
-    return {q + i * per_token, scale + i * side_per_token, block_sum + i * side_per_token, start + i * side_per_token};
+    return {q + i * per_token, scale + i * side_per_token, start + i * side_per_token};
   }
 };
 

@@ -110,8 +110,9 @@ INSTANTIATE_TEST_SUITE_P(KernelTypes, KernelMatmul,
                          });
 
 // q, k and v (or gate and up) in one call give each output the bits of its own matmul, whether the set shares
-// one kernel path (same type) or is split (mixed activation formats: Q4_K beside Q6_K shares; I8 beside Q8_0
-// does not), at every ISA level, thread count and batch size.
+// one parallel region (one activation format, or two quantized ones: Q4_K's beside Q6_K's, I8's beside Q8_0's)
+// or is split (a float type beside quantized ones, three quantized formats), at every ISA level, thread count and
+// batch size.
 TEST(KernelMatmul, SharedInputEqualsSeparateCalls) {
   const int64_t n_in = 256 * 3;
   const std::vector<std::vector<TensorType>> sets = {
@@ -120,6 +121,8 @@ TEST(KernelMatmul, SharedInputEqualsSeparateCalls) {
       {TensorType::I8, TensorType::I8},
       {TensorType::F16, TensorType::F16},
       {TensorType::Q8_0, TensorType::I8, TensorType::F32},
+      {TensorType::Q8_0, TensorType::I8},
+      {TensorType::Q8_0, TensorType::I8, TensorType::Q4_K},
   };
   for (const Isa isa : kernel_isas()) {
     if (isa > detected_isa()) continue;

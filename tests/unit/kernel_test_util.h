@@ -80,13 +80,14 @@ inline bool quantizes_activations(TensorType type) {
 }
 
 // |y - y_ref| bound for one output: fp32 rounding of two n-term dot products (2·n·eps·Σ|w·x|), plus, when the
-// kernel quantizes activations to int8, half a step of each activation block times the weights it meets.
+// kernel quantizes activations to int8, half a step of each activation block times the weights it meets (blocks
+// of 32 values; 256 for Q4_K, one per super-block; the whole row for I8).
 inline double error_bound(TensorType type, const float* w, const float* x, int64_t n) {
   constexpr double kEps = 1.0 / (1 << 23);
   double abs_dot = 0.0, quant = 0.0;
   for (int64_t i = 0; i < n; ++i) abs_dot += std::fabs(double(w[i]) * x[i]);
   if (quantizes_activations(type)) {
-    const int64_t block = type == TensorType::I8 ? n : 32;
+    const int64_t block = type == TensorType::I8 ? n : type == TensorType::Q4_K ? 256 : 32;
     for (int64_t b = 0; b < n; b += block) {
       double amax = 0.0, wsum = 0.0;
       for (int64_t i = b; i < b + block; ++i) {
