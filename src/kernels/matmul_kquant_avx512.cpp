@@ -65,8 +65,8 @@ Q4KColumnScales unpack_q4_k_column(const MatmulArgs& a, int64_t group) {
 // tile's int16 sum, vpmaddwd by sc_j, is the same integer); the mins' sum and the float step per super-block are
 // q4_kx8_min_sum's and q4_k_finish's at 16 rows a vector, with the column's unpacked scales. With a float step
 // per 32-value sub-block (one activation scale per sub-block, as before), 16- and 64-token products (2048x2048,
-// one thread, in cache, Zen 5, µs, three alternations) took 250-264 and 927-991 where one step per super-block
-// takes 222-235 and 835-893. (GCC keeps the super-block's NZ·NT sums on the stack beside the step's 2·NZ·NT: its
+// one thread, in cache, Zen 5, µs, four alternations) took 244-287 and 893-1394 where one step per super-block
+// takes 209-247 and 779-1040. (GCC keeps the super-block's NZ·NT sums on the stack beside the step's 2·NZ·NT: its
 // sub-blocks one after the other, each with half the sums, measured the same.)
 //
 // Both K-quant tiles request the weight stream (prefetch_ahead) a share of a super-block at each step: Q6_K an
