@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -81,8 +82,9 @@ int main(int argc, char** argv) {
     std::printf("%-5s |", std::string(tensor_type_name(type)).c_str());
     for (const bool outliers : {false, true}) {
       std::mt19937 x_rng(5);
+      std::normal_distribution<float> x_normal(0.0f, 1.0f);
       std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
-      for (float& v : x) v = normal(x_rng);
+      for (float& v : x) v = x_normal(x_rng);
       if (outliers) {
         for (int64_t t = 0; t < n_tokens; ++t) {
           for (int64_t c = 17; c < n_in; c += 409) x[static_cast<size_t>(t * n_in + c)] *= 30.0f;

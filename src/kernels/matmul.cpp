@@ -210,7 +210,7 @@ kernels::QuantizedActs quantize_shared(ActKind kind, int slot, const float* x, i
   int8_t* q_abs = blocks == kernels::ActBlocks::Block256 ? nullptr : grow(scratch.q_abs, n_q);
   const size_t scales_per_token = per_row ? 1 : blocks == kernels::ActBlocks::Block32 ? nb : nb / 8;
   float* scale = grow(scratch.scale, nt * scales_per_token);
-  int16_t* sum16 = per_row ? nullptr : grow(scratch.sum16, nt * nb * 2);
+  int16_t* sum16 = blocks == kernels::ActBlocks::Block32 ? grow(scratch.sum16, nt * nb * 2) : nullptr;
   int16_t* sum32 = blocks == kernels::ActBlocks::Block256 ? grow(scratch.sum32, nt * nb) : nullptr;
   int32_t* row_sum = per_row ? grow(scratch.row_sum, nt) : nullptr;
   const bool outliers = per_row && outlier_threshold > 0.0f;

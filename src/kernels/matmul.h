@@ -13,8 +13,9 @@ namespace tessera {
 // x: [n_tokens, w.n_in] fp32, y: [n_tokens, w.n_out] fp32.
 // Batch invariance (a contract the batching engine relies on): y[t, o] is bit-identical whatever n_tokens is,
 // whichever other rows x holds, and however the work is split across the pool's threads (for one ISA level).
-// Quantized weight types (Q8_0, Q4_0, Q4_K, Q6_K, I8) quantize x on the fly to int8 (blocks of 32 with an fp32
-// scale; one scale per token for I8) and use integer dot products, except at Isa::Scalar. BF16 panels marked
+// Quantized weight types (Q8_0, Q4_0, Q4_K, Q6_K, I8) quantize x on the fly to int8 (an fp32 scale per block of
+// 32 values; per 256-value super-block for Q4_K; per token for I8) and use integer dot products, except at
+// Isa::Scalar. BF16 panels marked
 // bf16_products round x to bf16 and use bf16 dot products where the level (and the CPU) has AVX-512 BF16.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 

@@ -8,11 +8,17 @@
 namespace tessera::kernels {
 namespace {
 
-// Rounds 32 floats times `mul` to nearest-even int8 (values must lie in [-127, 127]) and returns them in order,
-// with the four int32 vectors in i[] for sums.
+// Rounds 32 floats times `mul` to nearest-even int8 and returns them in order, with the four int32 vectors in i[]
+// for sums. Finite products lie in [-127, 127] already; a NaN (or an infinity times a zero multiplier) converts to
+// INT_MIN, clamped to -127 so that the bytes and the sums agree and no byte is -128, which the AVX2 sign trick
+// cannot negate (a token with a NaN then gave one result alone and another in a batch).
 inline __m256i quantize32(const float* x, __m256 mul, __m256i i[4]) {
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
   UNROLL
-  for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), mul));
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), mul));
+    i[k] = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+  }
   const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
   // packs works per 128-bit lane: restore element order (dwords 0,4,1,5,2,6,3,7).
   return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -56,7 +62,8 @@ inline void quantize_row(const float* xt, int64_t n_in, int8_t* qt, int8_t* at, 
   }
   int32_t total = hsum_epi32(sum);
   for (; i < n_in; ++i) {
-    qt[i] = static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(xt[i] * s.inv)));
+    const int32_t v = _mm_cvtss_si32(_mm_set_ss(xt[i] * s.inv));
+    qt[i] = static_cast<int8_t>(v < -127 ? -127 : v > 127 ? 127 : v);  // as quantize32 clamps
     at[i] = static_cast<int8_t>(qt[i] < 0 ? -qt[i] : qt[i]);
     total += qt[i];
   }
@@ -85,9 +92,9 @@ inline void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, in
       quantize_row(xt, n_in, qt, q_abs + t * n_in, scale + t, row_sum + t);
       continue;
     }
-    int16_t* s16 = sum16 + t * nb * 2;
     if (blocks == ActBlocks::Block32) {
       int8_t* at = q_abs + t * n_in;
+      int16_t* s16 = sum16 + t * nb * 2;
       for (int64_t b = 0; b < nb; ++b) {
         const BlockScale s = block_scale(amax_of(xt + b * 32, 32));
         quantize_block32(xt + b * 32, _mm256_set1_ps(s.inv), qt + b * 32, at + b * 32, s16 + 2 * b);
@@ -100,8 +107,9 @@ inline void quantize_acts_impl(const float* x, int64_t n_in, int64_t t_begin, in
       const BlockScale s = block_scale(amax_of(xt + sb * 256, 256));
       const __m256 mul = _mm256_set1_ps(s.inv);
       for (int64_t b = sb * 8; b < sb * 8 + 8; ++b) {
-        quantize_block32(xt + b * 32, mul, qt + b * 32, nullptr, s16 + 2 * b);
-        sum32[t * nb + b] = static_cast<int16_t>(s16[2 * b] + s16[2 * b + 1]);
+        int16_t halves[2];
+        quantize_block32(xt + b * 32, mul, qt + b * 32, nullptr, halves);
+        sum32[t * nb + b] = static_cast<int16_t>(halves[0] + halves[1]);
       }
       scale[t * nsb + sb] = s.d;
     }

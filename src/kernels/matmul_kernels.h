@@ -18,9 +18,9 @@ enum class ActBlocks : uint8_t { PerRow, Block32, Block256 };
 // Activations quantized for integer dot products. Per token: n_in int8 values and their scales (ActBlocks).
 struct QuantizedActs {
   const int8_t* q = nullptr;         // [n_tokens, n_in]
-  const int8_t* q_abs = nullptr;     // [n_tokens, n_in] |q|: maddubs' unsigned operand (Block32 only)
+  const int8_t* q_abs = nullptr;     // [n_tokens, n_in] |q|: maddubs' unsigned operand (PerRow, Block32)
   const float* scale = nullptr;      // [n_tokens, 1, n_in / 32 or n_in / 256] (ActBlocks)
-  const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Block32, Block256)
+  const int16_t* sum16 = nullptr;    // [n_tokens, n_in / 16] Σq over 16 values (Block32)
   const int16_t* sum32 = nullptr;    // [n_tokens, n_in / 32] Σq over 32 values (Block256: Q4_K's mins)
   const int32_t* row_sum = nullptr;  // [n_tokens] Σq over the whole row, I8 only (VNNI's unsigned-weight offset)
   // I8 with an outlier threshold (else null): per token, the columns left out of q (stored as 0 there) and

@@ -259,7 +259,7 @@ TESSERA_INLINE inline __m256 q4_k_finish(__m256 acc, __m256i qx, __m256i mins, _
 // Q4_Kx8 (kernels/interleave.h), NG groups of 8 rows (1, or 2 from `group`) for NT tokens. value =
 // d·sc_j·q − dmin·m_j per 32-value sub-block j, q in [0, 15]. Each super-block's scales are unpacked once for the
 // NT tokens (q4_kx8_scales); sub-block j is then Q4_0x8's scheme: 8 vectors of its nibbles (values 4u..4u+3 of
-// the 8 rows) times those 4 activation bytes broadcast, summed in int16 (at most 8·2·15·127 = 30480) and widened
+// the 8 rows) times those 4 activation bytes broadcast, summed in int16 (at most 8·2·15·128 = 30720) and widened
 // by vpmaddwd with the rows' sc_j into the super-block's int32 sum. With VNNI each product goes into an int32 sum
 // directly (one vpdpbusd for vpmaddubsw and the int16 add), which vpmulld scales: the same integer. The min part
 // is the super-block's Σ_j m_j·Σx (q4_kx8_min_sum), and one float step per super-block ends it (q4_k_finish).

@@ -228,9 +228,9 @@ constexpr bool takes_block256_acts(KernelType type) { return type == KernelType:
 template <int NT>
 struct TileActs {
   const int8_t* q[NT];
-  const int8_t* q_abs[NT];   // Block32 only
+  const int8_t* q_abs[NT];   // not with Block256
   const float* scale[NT];    // one per 32-value block, or per 256-value super-block (Q4_K)
-  const int16_t* sum16[NT];  // one per 16 values
+  const int16_t* sum16[NT];  // one per 16 values (Block32)
   const int16_t* sum32[NT];  // one per 32 values (Q4_K)
 
   TESSERA_INLINE TileActs(const MatmulArgs& a, int64_t t0) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,34 @@ void expect_batch_equals_alone(const Interleaved& m, const std::vector<float>& x
     matmul(m.view, x.data(), n_tokens, y.data(), pool, isa);
     EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size()))
         << tensor_type_name(m.view.type) << ", " << isa_name(isa) << ", " << threads << " threads";
+  }
+}
+
+// Activations with NaN, infinite and huge values give a batch the bits of its tokens alone (NaN wherever alone
+// gave NaN): their int8 bytes saturate where their sums wrap, and the 256-bit and 512-bit tiles must read both the
+// same way, whatever the batch (16 tokens: the 512-bit tiles where the level has them, 256-bit ones for the rest).
+TEST(Interleave, NonFiniteActivationsKeepBatchInvariance) {
+  const int64_t n_in = 256 * 2, n_out = 40, n_tokens = 16;
+  auto x = random_floats(size_t(n_tokens * n_in), 31);
+  x[size_t(1 * n_in + 5)] = std::numeric_limits<float>::quiet_NaN();
+  x[size_t(4 * n_in + 300)] = std::numeric_limits<float>::infinity();
+  x[size_t(7 * n_in + 40)] = -std::numeric_limits<float>::infinity();
+  x[size_t(10 * n_in + 7)] = 3e38f;
+  x[size_t(13 * n_in + 260)] = -3e38f;
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K, TensorType::Q6_K}) {
+    const Interleaved m = make_interleaved(type, n_out, n_in, 32);
+    for (const Isa isa : kernel_isas()) {
+      if (isa == Isa::Scalar || isa > detected_isa()) continue;
+      const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa);
+      ThreadPool pool(2);
+      std::vector<float> y(alone.size());
+      matmul(m.view, x.data(), n_tokens, y.data(), pool, isa);
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_TRUE(std::memcmp(&y[i], &alone[i], sizeof(float)) == 0 || (std::isnan(y[i]) && std::isnan(alone[i])))
+            << tensor_type_name(type) << " at " << isa_name(isa) << ", token " << i / size_t(n_out) << ", row "
+            << i % size_t(n_out) << ": " << y[i] << " in the batch, " << alone[i] << " alone";
+      }
+    }
   }
 }
 
@@ -463,8 +492,6 @@ TEST(Interleave, SharedInputEqualsSeparateCalls) {
                           n_in, {1, 6}, 11, "set");
 }
 
-// A Q4_K_M file's attention: Q4_K q and k beside a Q6_K v, one activation format; and a set with a Q6_K matrix
-// left in the row layout.
 // Panel q, k and v share one parallel region (split at panels) with each other and with float matrices left in
 // rows; a target that is not whole panels with them, or FP8 left in rows (the lowbit kernels), sends the set down
 // separate calls.
@@ -509,6 +536,8 @@ TEST(Interleave, Bf16ProductSetsShareOneInput) {
   }
 }
 
+// A Q4_K_M file's attention: Q4_K q and k beside a Q6_K v, two activation formats (one scale per 256 values and
+// per 32) in one parallel region; and a set with a Q6_K matrix left in the row layout.
 TEST(Interleave, KQuantSetsShareOneInput) {
   const int64_t n_in = 256 * 3;
   const Interleaved q = make_interleaved(TensorType::Q4_K, 32, n_in, 17);
