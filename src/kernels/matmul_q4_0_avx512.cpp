@@ -17,9 +17,9 @@
 namespace tessera::kernels::avx512 {
 
 void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
-  // Decode streams weights at memory speed with the 256-bit tiles and their sign trick, which need no offset;
-  // batches take the 512-bit tiles (matmul_zmm_inl.h). Both give the same bits.
-  if (args.type == KernelType::Q4_0x8 && args.n_tokens >= 2) {
+  // Every batch, decode included, takes the 512-bit tiles (matmul_zmm_inl.h; why and the figures:
+  // matmul_q8_0_avx512.cpp); the 256-bit tiles take a thread's odd last group of 8 rows, with the same bits.
+  if (args.type == KernelType::Q4_0x8) {
     return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q4_0, Q4_0x8Family>>(args, row_begin, row_end);
   }
   q4_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
