@@ -1,9 +1,9 @@
 // How much each integer weight type's matmul loses to the quantization of its activations, beside what its
 // weights lose: the relative RMS error of matmul's outputs against the fp32 product with the dequantized weights
 // (activations alone) and with the original fp32 weights (everything), on normal activations and on the same
-// with every 409th channel 30 times larger (5 of 2048: the outlier channels of real models' hidden states). The activation
-// formats differ by type (one scale per 32 values for Q8_0, Q4_0 and Q6_K, per 256 for Q4_K, per token for I8),
-// and this is what that choice costs. Deterministic (fixed seeds); a measurement, not a timing.
+// with every 409th channel 30 times larger (5 of 2048: the outlier channels of real models' hidden states). The
+// activation formats differ by type (one scale per 32 values for Q8_0, Q4_0 and Q6_K, per 256 for Q4_K, per
+// token for I8), and this is what that choice costs. Deterministic (fixed seeds); a measurement, not a timing.
 //
 //   build/bench/activation_error_bench [n_in] [n_out] [tokens]   (defaults 2048 512 16)
 #include <cmath>

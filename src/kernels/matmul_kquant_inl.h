@@ -25,10 +25,6 @@ inline void q4_k_unpack_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
   std::memcpy(mn + 4, &mn_hi, 4);
 }
 
-inline __m256 u8x8_to_ps(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p)));
-}
-
 // The exact product sum of one sub-block, times its scale: Σ u·s over the 4 bytes of each lane, times sc. The
 // int16 route (maddubs, then madd by sc instead of by one) and VNNI's (dpbusd, vpmulld) give the same integers;
 // u·s pairs stay within int16 (2·15·127).
@@ -263,10 +259,10 @@ TESSERA_INLINE inline __m256 q4_k_finish(__m256 acc, __m256i qx, __m256i mins, _
 // by vpmaddwd with the rows' sc_j into the super-block's int32 sum. With VNNI each product goes into an int32 sum
 // directly (one vpdpbusd for vpmaddubsw and the int16 add), which vpmulld scales: the same integer. The min part
 // is the super-block's Σ_j m_j·Σx (q4_kx8_min_sum), and one float step per super-block ends it (q4_k_finish).
-// With two groups each broadcast serves both groups' vectors. The same operations
-// for every (group, token) element whatever NT and NG are (batch invariance). Its lambdas, and Q6_Kx8's, are
-// marked always-inline: with bodies this large `flatten` alone left Q6_Kx8's block loop out of line at 3-4
-// tokens, its accumulators in memory.
+// With two groups each broadcast serves both groups' vectors. The same operations for every (group, token)
+// element whatever NT and NG are (batch invariance). Its lambdas, and Q6_Kx8's, are marked always-inline: with
+// bodies this large `flatten` alone left Q6_Kx8's block loop out of line at 3-4 tokens, its accumulators in
+// memory.
 // From this many sums (tokens × groups) a tile loops over its super-block's 4 steps of 64 values instead of
 // unrolling them (static_for.h's for_steps; the 512-bit tiles' reason, matmul_kquant_avx512.cpp). From memory
 // (5632x2048, 2 threads, Zen 5, µs, four or five alternations against the unrolled tiles): at 4 tokens 184-230
