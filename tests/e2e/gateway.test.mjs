@@ -129,13 +129,27 @@ test('rate limits: requests per second and tokens per minute give 429 with Retry
   });
 });
 
-test('queue full: 429 once --max-queue requests wait', async () => {
-  await withServer(['--max-seqs', '1', '--max-queue', '1', '--no-result-cache'], async (s) => {
+// A random-weight 0.5B model on the server's one thread: a prefill of 1000 tokens lasts seconds, and so does a
+// decode of a few hundred, where stories260K finishes 480 tokens in a fraction of a second. Made once per file.
+let slowModelPath = null;
+function slowModel() {
+  if (!slowModelPath) {
+    const model = path.join(tempDir(), 'q05.gguf');
+    execFileSync(BINARY, ['make-model', '--preset', 'qwen2.5-0.5b', '--type', 'q4_0', '-o', model, '-t', '2'], { stdio: 'ignore' });
+    slowModelPath = model;
+  }
+  return slowModelPath;
+}
+
+// The running request must outlast the waiting one's arrival and the rejected one: with stories260K the running
+// stream could finish first, promote the waiting one and admit the third (a flaky 200 instead of 429).
+test('queue full: 429 once --max-queue requests wait', { timeout: 120000 }, async () => {
+  await withServer(['-m', slowModel(), '-c', '1024', '--max-seqs', '1', '--max-queue', '1', '--no-result-cache'], async (s) => {
     const { reader } = await openStream(s.url, LONG);  // running
     const waiting = fetch(s.url + '/v1/completions', {  // waiting
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...LONG, stream: true }),
     });
-    await waitFor(async () => metricValue(await metrics(s.url), 'tessera_num_requests_waiting') === 1, 3000, 'a waiting request');
+    await waitFor(async () => metricValue(await metrics(s.url), 'tessera_num_requests_waiting') === 1, 5000, 'a waiting request');
     const full = await postJson(s.url + '/v1/completions', LONG);
     expectOpenAiError(assert, full, 429);
     assert.equal(full.json.error.code, 'queue_full');
@@ -143,17 +157,15 @@ test('queue full: 429 once --max-queue requests wait', async () => {
     await reader.cancel();
     await (await waiting).body.cancel();
     const m = await metrics(s.url);
-    assert.equal(metricValue(m, 'tessera_request_rejections_total{model_name="stories260K",reason="queue_full"}'), 1);
+    assert.equal(metricValue(m, 'tessera_request_rejections_total{model_name="q05",reason="queue_full"}'), 1);
   });
 });
 
 // Regression: --max-queue was compared with a count the engine publishes once per step, so a burst during a long
-// prefill was admitted whole. Admission is a reservation now. A random-weight 0.5B model on one thread makes the
-// prefill of 1000 prompt tokens last seconds; the burst of 200 arrives meanwhile.
+// prefill was admitted whole. Admission is a reservation now. The slow model makes the prefill of 1000 prompt
+// tokens last seconds; the burst of 200 arrives meanwhile.
 test('queue bound: a burst of 200 during a long prefill against --max-queue 8, exactly the overflow gets 429', { timeout: 240000 }, async () => {
-  const model = path.join(tempDir(), 'q05.gguf');
-  execFileSync(BINARY, ['make-model', '--preset', 'qwen2.5-0.5b', '--type', 'q4_0', '-o', model, '-t', '2'], { stdio: 'ignore' });
-  await withServer(['-m', model, '-c', '1100', '--max-batched-tokens', '1100', '--max-queue', '8', '--no-result-cache'],
+  await withServer(['-m', slowModel(), '-c', '1100', '--max-batched-tokens', '1100', '--max-queue', '8', '--no-result-cache'],
     async (s) => {
       const prefill = postJson(s.url + '/v1/completions', { prompt: Array.from({ length: 1000 }, (_, i) => 100 + i), max_tokens: 1 });
       await sleep(300);
