@@ -53,7 +53,8 @@ int ThreadPool::physical_core_count() {
   return hw > 0 && hw < physical_cores ? hw : physical_cores;
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : physical_core_count()) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads > 0 ? n_threads : physical_core_count()), cursors_(new Cursor[n_threads_]) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 

@@ -1,5 +1,6 @@
-// ThreadPool: every thread runs each region once, ranges cover [0, n) exactly, many short regions in a row
-// (spinning) and regions after an idle pause (sleeping) both complete, and the pool shuts down cleanly.
+// ThreadPool: every thread runs each region once, ranges cover [0, n) exactly (also when handed out in chunks,
+// and a thread held up has its share's chunks taken by the others), many short regions in a row (spinning) and
+// regions after an idle pause (sleeping) both complete, and the pool shuts down cleanly.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -35,6 +36,55 @@ TEST(ThreadPool, ParallelForCoversRangeExactly) {
     });
     for (auto& s : seen) EXPECT_EQ(s.load(), 1);
   }
+}
+
+TEST(ThreadPool, DynamicChunksCoverRangeExactly) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 7, 1000}) {
+      for (int64_t chunk : {1, 3, 64, 5000}) {
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        std::atomic<int> calls{0};
+        pool.parallel_for_dynamic(n, chunk, [&](int index, int64_t begin, int64_t end) {
+          EXPECT_GE(index, 0);
+          EXPECT_LT(index, threads);
+          EXPECT_LT(begin, end);
+          EXPECT_LE(end - begin, chunk);
+          calls.fetch_add(1);
+          for (int64_t i = begin; i < end; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+        });
+        for (auto& s : seen) EXPECT_EQ(s.load(), 1) << threads << " threads, n " << n << ", chunk " << chunk;
+        // Chunks never straddle two shares: at most one short chunk per share.
+        int64_t most = 0;
+        for (int t = 0; t < threads; ++t) most += (n * (t + 1) / threads - n * t / threads + chunk - 1) / chunk;
+        EXPECT_LE(calls.load(), most);
+      }
+    }
+  }
+}
+
+// Whichever thread takes the first chunk of the second share is held there until the others have run
+// everything else: the share's other chunks must have been taken by them (with fixed shares the region would
+// wait for the held thread to do them all).
+TEST(ThreadPool, DynamicChunksOfAHeldThreadAreTakenByOthers) {
+  ThreadPool pool(3);
+  constexpr int64_t kN = 300, kChunk = 10;
+  std::vector<std::atomic<int>> by(kN);
+  for (auto& b : by) b.store(-1);
+  std::atomic<int64_t> done{0};
+  std::atomic<int> held{-1};
+  pool.parallel_for_dynamic(kN, kChunk, [&](int index, int64_t begin, int64_t end) {
+    if (begin == kN / 3) {
+      held.store(index);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (done.load() < kN - kChunk && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    }
+    for (int64_t i = begin; i < end; ++i) by[static_cast<size_t>(i)].store(index);
+    done.fetch_add(end - begin);
+  });
+  EXPECT_EQ(done.load(), kN);
+  ASSERT_GE(held.load(), 0);
+  for (int64_t i = kN / 3 + kChunk; i < 2 * kN / 3; ++i) EXPECT_NE(by[static_cast<size_t>(i)].load(), held.load()) << i;
 }
 
 TEST(ThreadPool, StdFunctionOverloadsStillWork) {
