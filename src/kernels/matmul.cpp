@@ -3,6 +3,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/check.h"
@@ -86,6 +87,11 @@ kernels::MatmulRowsFn rows_kernel(KernelType type, bool avx512) {
   }
   return nullptr;
 }
+
+// matmul_shared_input's chunks: whole columns of the 512-bit tiles (two registers of 16 rows), about this many
+// per thread's share.
+constexpr int64_t kZmmColumnRows = 32;
+constexpr int64_t kChunksPerShare = 16;
 
 // The rows a parallel split must keep together: an interleaved group or a panel.
 int64_t row_unit(WeightLayout layout) {
@@ -224,7 +230,8 @@ kernels::QuantizedActs quantize_shared(ActKind kind, int slot, const float* x, i
     quant_fn(outliers ? masked : x, n_in, begin, end, blocks, q, q_abs, scale, sum16, sum32, row_sum);
   };
   prepare_tokens(n_tokens, n_in, pool, prepare);
-  return kernels::QuantizedActs{q, q_abs, scale, sum16, sum32, row_sum, o_count, o_col, o_val};
+  static std::atomic<uint64_t> last_id{0};
+  return kernels::QuantizedActs{q, q_abs, scale, sum16, sum32, row_sum, o_count, o_col, o_val, ++last_id};
 }
 
 }  // namespace
@@ -332,13 +339,20 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     a.y = targets[j].y;
     first_row[j + 1] = first_row[j] + std::max<int64_t>(w.n_out, 0);
   }
-  // The targets' rows, end to end, split evenly over the threads: one barrier for all of them, and no thread
+  // The targets' rows, end to end, shared out over the threads: one barrier for all of them, and no thread
   // idles at the end of a small matrix (k and v are an eighth of q in grouped-query models). Interleaved and
   // panel matrices are split at their groups or panels: then every target's rows are, and the split runs in
-  // such units.
+  // such units. Each thread starts on its own even share and takes chunks of the others' when done
+  // (parallel_for_dynamic): about kChunksPerShare chunks per share, whole 512-bit tile columns (32 rows).
   const size_t n_targets = targets.size();
-  pool.parallel_for(first_row[n_targets] / unit, [&](int64_t unit_begin, int64_t unit_end) {
-    const int64_t begin = unit_begin * unit, end = unit_end * unit;
+  const int64_t n_units = first_row[n_targets] / unit;
+  const int64_t column_units = std::max<int64_t>(1, kZmmColumnRows / unit);
+  const int64_t n_columns = (n_units + column_units - 1) / column_units;
+  const int64_t share = (n_columns + pool.size() - 1) / pool.size();
+  const int64_t chunk = std::max<int64_t>(1, share / kChunksPerShare);
+  pool.parallel_for_dynamic(n_columns, chunk, [&](int, int64_t column_begin, int64_t column_end) {
+    const int64_t begin = column_begin * column_units * unit;
+    const int64_t end = std::min(column_end * column_units, n_units) * unit;
     for (size_t j = 0; j < n_targets; ++j) {
       const int64_t lo = std::max(begin, first_row[j]), hi = std::min(end, first_row[j + 1]);
       if (lo < hi) rows_fn[j](args[j], lo - first_row[j], hi - first_row[j]);

@@ -28,6 +28,9 @@ struct QuantizedActs {
   const int32_t* outlier_count = nullptr;  // [n_tokens]
   const int32_t* outlier_col = nullptr;    // [n_tokens, n_in], the first outlier_count[t] used
   const float* outlier_val = nullptr;      // [n_tokens, n_in]
+  // Distinct for every quantization (0: unknown): a kernel may keep what it derives from these activations
+  // (packed tiles) for as long as the id stays the same.
+  uint64_t id = 0;
 };
 
 // The kernel types (a weight type in one layout) come from core/kernel_type.h, an enum-only header; the

@@ -374,7 +374,9 @@ struct ZmmBlockFamily : NoColumnState {
 };
 
 // One token block's activations packed tile by tile (PackedTile, in `tiles`: BalancedTiles of at most NT tokens,
-// the split its tile column computes in), in this thread's scratch.
+// the split its tile column computes in), in this thread's scratch. The scratch keeps every block of the
+// activations it last saw (QuantizedActs::id) at its place: a thread that computes several row chunks of a
+// matrix (ThreadPool::parallel_for_dynamic), or several matrices of one input (q, k and v), packs a block once.
 template <ZmmKind K, int NT>
 struct PackedBlock {
   int64_t tb = 0, per_token = 0, side_per_token = 0;  // the block's first token; dwords and side values per token
@@ -383,24 +385,37 @@ struct PackedBlock {
   float* scale = nullptr;
   int32_t* start = nullptr;
 
-  PackedBlock(const MatmulArgs& a, int64_t tb_, int64_t te) : tb(tb_), tiles(te - tb_) {
-    thread_local std::vector<int32_t> q_buf, start_buf;
-    thread_local std::vector<float> scale_buf;
+  // Token blocks start at multiples of `block`.
+  PackedBlock(const MatmulArgs& a, int64_t tb_, int64_t te, int64_t block) : tb(tb_), tiles(te - tb_) {
+    struct Scratch {
+      uint64_t id = 0;  // 0: holds nothing reusable
+      std::vector<int32_t> q, start;
+      std::vector<float> scale;
+      std::vector<int64_t> packed_end;  // per token block: its end once packed, else 0
+    };
+    thread_local Scratch scratch;
     per_token = a.n_in / 4;
     side_per_token = per_row_acts<K>() ? 1 : a.n_in / 32;
-    const size_t n = static_cast<size_t>(te - tb);
     auto grow_to = [](auto& v, size_t size) {
       if (v.size() < size) v.resize(size);
       return v.data();
     };
-    q = grow_to(q_buf, n * static_cast<size_t>(per_token));
-    scale = grow_to(scale_buf, n * static_cast<size_t>(side_per_token));
-    start = grow_to(start_buf, n * static_cast<size_t>(side_per_token));
+    const size_t n = static_cast<size_t>(a.n_tokens);
+    const size_t index = static_cast<size_t>(tb / block);
+    if (scratch.id != a.xq.id || a.xq.id == 0) {
+      scratch.id = a.xq.id;
+      scratch.packed_end.assign(static_cast<size_t>((a.n_tokens + block - 1) / block), 0);
+    }
+    q = grow_to(scratch.q, n * static_cast<size_t>(per_token)) + tb * per_token;
+    scale = grow_to(scratch.scale, n * static_cast<size_t>(side_per_token)) + tb * side_per_token;
+    start = grow_to(scratch.start, n * static_cast<size_t>(side_per_token)) + tb * side_per_token;
+    if (scratch.packed_end[index] == te) return;
     for (int64_t j = 0; j < tiles.count; ++j) {
       const int64_t i = tiles.begin(j);
       pack_tile<K>(a, tb + i, static_cast<int>(tiles.width(j)), q + i * per_token, scale + i * side_per_token,
                    start + i * side_per_token);
     }
+    scratch.packed_end[index] = te;
   }
 
   PackedTile tile(int64_t t) const {
@@ -440,13 +455,17 @@ void zmm_interleaved_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_en
   const int64_t g_end = row_end / 8;
   for (int64_t tb = 0; tb < a.n_tokens; tb += block) {
     const int64_t te = std::min(a.n_tokens, tb + block);
-    const PackedBlock<K, Family::kTileTokens> x(a, tb, te);
+    const PackedBlock<K, Family::kTileTokens> x(a, tb, te, block);
     // The column after g's (`groups` wide): the next in this block, else this thread's first in the next block;
-    // never a group past the thread's last.
+    // after the range's last column of the last block, the matrix's next column, which is usually where this
+    // thread goes on (matmul_shared_input hands out row chunks in order): a chunk's first column does not start
+    // cold.
+    const int64_t matrix_groups = a.n_out / 8;
     auto next = [&](int64_t g, int64_t groups) -> NextColumn {
-      const int64_t n = g + groups < g_end ? g + groups : te < a.n_tokens ? row_begin / 8 : -1;
-      if (n < 0) return {};
-      return {a.w + static_cast<size_t>(n) * 8 * a.row_bytes, g_end - n};
+      if (g + groups < g_end) return {a.w + static_cast<size_t>(g + groups) * 8 * a.row_bytes, g_end - g - groups};
+      if (te < a.n_tokens) return {a.w + static_cast<size_t>(row_begin / 8) * 8 * a.row_bytes, g_end - row_begin / 8};
+      if (g_end < matrix_groups) return {a.w + static_cast<size_t>(g_end) * 8 * a.row_bytes, matrix_groups - g_end};
+      return {};
     };
     int64_t g = row_begin / 8;
     if constexpr (Family::kMaxRegisters >= 2) {

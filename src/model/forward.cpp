@@ -72,6 +72,9 @@ void Forward::ensure_capacity(int64_t n_tokens, int64_t max_positions) {
   }
 }
 
+// Attention's work is shared out in about this many chunks per thread's share (see attention_layer).
+constexpr int64_t kAttentionChunksPerShare = 8;
+
 // Below this many tokens (decode steps) the element-wise work between products is a few microseconds, less than
 // a parallel region's start and end cost.
 constexpr int64_t kParallelElementwiseTokens = 4;
@@ -127,10 +130,12 @@ void Forward::attention_layer(const ForwardBatch& batch, int64_t layer) {
     const int64_t per_head = batch.positions[t] + 1 + kItemOverhead;
     return t * c.n_head + (cost - start + per_head - 1) / per_head;
   };
-  pool_.run([&](int thread, int n_threads) {
+  // Shared out in chunks of work, each thread starting on its own even share (parallel_for_dynamic).
+  const int64_t chunk = std::max<int64_t>(1, total_cost / (int64_t{pool_.size()} * kAttentionChunksPerShare));
+  pool_.parallel_for_dynamic(total_cost, chunk, [&](int thread, int64_t cost_begin, int64_t cost_end) {
     float* scratch = scratch_.data() + size_t(thread) * size_t(scratch_stride_);
-    const int64_t begin = item_at_cost(total_cost * thread / n_threads);
-    const int64_t end = item_at_cost(total_cost * (thread + 1) / n_threads);
+    const int64_t begin = item_at_cost(cost_begin);
+    const int64_t end = item_at_cost(cost_end);
     for (int64_t item = begin; item < end;) {
       const int64_t t = item / c.n_head;
       const int64_t head_begin = item % c.n_head;

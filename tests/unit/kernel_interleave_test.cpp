@@ -327,6 +327,33 @@ TEST_P(InterleaveType, TokenBlocksOfLongRowsGiveTheSameBits) {
   }
 }
 
+// Rows handed out in chunks (matmul_shared_input: whole 32-row columns, several per thread, taken by whichever
+// thread is free) over activations in several token blocks (long rows): a thread computes many chunks, each
+// reading the packed activations it kept for every block, and a second target of the same input reads them too;
+// the next product, of other activations at the same addresses, must not read them. Every token gets the bits it
+// gets alone, on 2 and 3 threads.
+TEST_P(InterleaveType, RowChunksOverTokenBlocksGiveTheSameBits) {
+  const int64_t n_in = block_values(GetParam()) == 256 ? 256 * 25 : 32 * 200, n_tokens = 31;
+  const int64_t n_out = is_panel(GetParam()) ? kPanelRows * 9 : 8 * 37;
+  const Interleaved m = make_interleaved(GetParam(), n_out, n_in, 45);
+  const auto x = random_floats(size_t(n_tokens * n_in), 46), x2 = random_floats(size_t(n_tokens * n_in), 47);
+  for (const Isa isa : kernel_isas()) {
+    if (isa > detected_isa()) continue;
+    const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa), alone2 = outputs_alone(m, x2, n_tokens, isa);
+    for (const int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(alone.size()), y_second(alone.size());
+      const MatmulTarget targets[] = {{&m.view, y.data()}, {&m.view, y_second.data()}};
+      matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
+      const std::string where = std::string(isa_name(isa)) + ", " + std::to_string(threads) + " threads";
+      EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size())) << where;
+      EXPECT_EQ(0, std::memcmp(y_second.data(), alone.data(), sizeof(float) * y.size())) << where << ", second target";
+      matmul(m.view, x2.data(), n_tokens, y.data(), pool, isa);
+      EXPECT_EQ(0, std::memcmp(y.data(), alone2.data(), sizeof(float) * y.size())) << where << ", next product";
+    }
+  }
+}
+
 // Batches wide enough for every 512-bit tile and several token tiles per column: 36 to 43 tokens in BalancedTiles
 // of at most 4, 6, 7 or 8 tokens (one width or two), and 5 groups or panels an odd one out, which the 512-bit
 // drivers hand to their 256-bit tiles. Each token meets the reference bound and gets the bits it gets alone, with
