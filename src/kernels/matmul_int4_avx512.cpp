@@ -87,10 +87,14 @@ T* aligned_scratch(std::vector<T>& storage, size_t n) {
 // Activations by token pair: for pair j (tokens 2j, 2j+1) and pair of chunks p, 128 bytes
 // [2j values 0-15 of both chunks | 2j+1 the same | 2j values 16-31 | 2j+1 the same], taken from the shared
 // layout's two 32-byte halves (matmul_lowbit_kernels.h). A missing last token reads as zeros.
+// Kept per thread while LowbitArgs::acts_id stays the same (row chunks of one matrix, or q, k and v).
 const int8_t* pack_token_pairs(const LowbitArgs& a, int64_t n_pairs) {
   thread_local std::vector<int8_t> storage;
+  thread_local uint64_t packed_id = 0;
   const int64_t n_tp = (a.n_tokens + 1) / 2, stride = n_pairs * 64;
   int8_t* out = aligned_scratch(storage, size_t(n_tp * n_pairs * 128));
+  if (a.acts_id != 0 && a.acts_id == packed_id) return out;
+  packed_id = a.acts_id;
   for (int64_t j = 0; j < n_tp; ++j) {
     const int8_t* x0 = a.xq + 2 * j * stride;
     const bool has_second = 2 * j + 1 < a.n_tokens;
@@ -209,10 +213,14 @@ INLINE __m512 hsum_last(__m512 w) {
 
 // Each token pair's group sums, [token 2j's 8 | token 2j+1's 8] per 8 groups, so that one load serves a pair's
 // zero-point FMA (a missing last token reads as zeros).
+// Kept like pack_token_pairs'.
 const float* pack_sum_pairs(const LowbitArgs& a, int64_t sums_stride) {
   thread_local std::vector<float> storage;
+  thread_local uint64_t packed_id = 0;
   const int64_t n_tp = (a.n_tokens + 1) / 2;
   float* out = aligned_scratch(storage, size_t(n_tp * sums_stride * 2));
+  if (a.acts_id != 0 && a.acts_id == packed_id) return out;
+  packed_id = a.acts_id;
   for (int64_t j = 0; j < n_tp; ++j) {
     const float* s0 = a.group_sums + 2 * j * sums_stride;
     const bool has_second = 2 * j + 1 < a.n_tokens;

@@ -3,6 +3,7 @@
 #include "kernels/matmul_lowbit.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -92,6 +93,8 @@ void matmul_int4_shared(std::span<const WeightMatrix* const> ws, std::span<float
   } else {
     quantize(0, n_tokens);
   }
+  static std::atomic<uint64_t> last_acts_id{0};
+  const uint64_t acts_id = ++last_acts_id;
   // At most three matrices in practice (q, k, v); a fixed array keeps the call free of heap allocation.
   constexpr size_t kMax = 8;
   TESSERA_CHECK(ws.size() <= kMax && ys.size() == ws.size());
@@ -116,14 +119,21 @@ void matmul_int4_shared(std::span<const WeightMatrix* const> ws, std::span<float
     a.xq = q;
     a.x_scale = scale;
     a.group_sums = sums;
+    a.acts_id = acts_id;
     first_row[j + 1] = first_row[j] + std::max<int64_t>(w.n_out, 0);
   }
-  // All matrices' rows end to end, split over the threads: one barrier for all of them. One token reads each
-  // weight once (bound by memory): the AVX2 decode path; batches take 512-bit VNNI where present, same bits.
+  // All matrices' rows end to end, shared out over the threads in chunks of whole 64-row blocks, about
+  // kInt4ChunksPerShare per thread's share (ThreadPool::parallel_for_dynamic, as matmul_shared_input does; the
+  // 512-bit tiles keep their token pairs per acts_id, so a thread packs them once for all its chunks): one
+  // barrier for all of them. One token reads each weight once (bound by memory): the AVX2 decode path; batches
+  // take 512-bit VNNI where present, same bits.
   const size_t n = ws.size();
   const auto rows = level >= Isa::Avx512Vnni && n_tokens > 1 ? kernels::lowbit::avx512::int4_batch_rows
                                                              : kernels::lowbit::avx2::int4_rows;
-  pool.parallel_for(first_row[n], [&](int64_t begin, int64_t end) {
+  constexpr int64_t kChunkRows = 64, kInt4ChunksPerShare = 16;
+  const int64_t share = (first_row[n] + pool.size() - 1) / pool.size();
+  const int64_t chunk = std::max<int64_t>(1, share / kInt4ChunksPerShare / kChunkRows) * kChunkRows;
+  pool.parallel_for_dynamic(first_row[n], chunk, [&](int, int64_t begin, int64_t end) {
     for (size_t j = 0; j < n; ++j) {
       const int64_t lo = std::max(begin, first_row[j]), hi = std::min(end, first_row[j + 1]);
       if (lo < hi) rows(args[j], lo - first_row[j], hi - first_row[j]);

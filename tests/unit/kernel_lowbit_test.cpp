@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -242,6 +243,38 @@ TEST(KernelLowbitInt4, NonFiniteActivationsKeepBatchInvariance) {
         ASSERT_TRUE(std::memcmp(&y[i], &alone[i], sizeof(float)) == 0 || (std::isnan(y[i]) && std::isnan(alone[i])))
             << "g" << group << " at " << isa_name(isa) << ", token " << i / size_t(n_out) << ", row "
             << i % size_t(n_out) << ": " << y[i] << " in the batch, " << alone[i] << " alone";
+      }
+    }
+  }
+}
+
+// Rows handed out in 64-row chunks (several per thread, taken by whichever thread is free): a thread computes
+// many chunks reading the token pairs it packed once, a second matrix of the same input reads them too, and the
+// next product, of other activations at the same addresses, must not. Every token gets the bits it gets alone.
+TEST(KernelLowbitInt4, RowChunksGiveTheSameBits) {
+  const int64_t n_in = 512, n_out = 600, n_tokens = 9;
+  const auto x = random_floats(size_t(n_tokens * n_in), 71), x2 = random_floats(size_t(n_tokens * n_in), 72);
+  for (const int64_t group : {32, 128}) {
+    const auto w = make_lowbit(TensorType::INT4, n_out, n_in, group, 73);
+    for (const Isa isa : kernel_isas()) {
+      if (isa > detected_isa()) continue;
+      ThreadPool one(1);
+      std::vector<float> alone(size_t(n_tokens * n_out)), alone2(alone.size());
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        matmul(w.view, &x[size_t(t * n_in)], 1, &alone[size_t(t * n_out)], one, isa);
+        matmul(w.view, &x2[size_t(t * n_in)], 1, &alone2[size_t(t * n_out)], one, isa);
+      }
+      for (const int threads : {2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(alone.size()), y_second(alone.size());
+        const MatmulTarget targets[] = {{&w.view, y.data()}, {&w.view, y_second.data()}};
+        matmul_shared_input(targets, x.data(), n_tokens, pool, isa);
+        const std::string where = "g" + std::to_string(group) + " at " + std::string(isa_name(isa)) + ", " +
+                                  std::to_string(threads) + " threads";
+        EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size())) << where;
+        EXPECT_EQ(0, std::memcmp(y_second.data(), alone.data(), sizeof(float) * y.size())) << where << ", second";
+        matmul(w.view, x2.data(), n_tokens, y.data(), pool, isa);
+        EXPECT_EQ(0, std::memcmp(y.data(), alone2.data(), sizeof(float) * y.size())) << where << ", next product";
       }
     }
   }
