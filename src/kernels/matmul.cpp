@@ -3,7 +3,6 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 #include "core/check.h"
@@ -230,8 +229,8 @@ kernels::QuantizedActs quantize_shared(ActKind kind, int slot, const float* x, i
     quant_fn(outliers ? masked : x, n_in, begin, end, blocks, q, q_abs, scale, sum16, sum32, row_sum);
   };
   prepare_tokens(n_tokens, n_in, pool, prepare);
-  static std::atomic<uint64_t> last_id{0};
-  return kernels::QuantizedActs{q, q_abs, scale, sum16, sum32, row_sum, o_count, o_col, o_val, ++last_id};
+  const uint64_t id = kernels::new_activations_id();
+  return kernels::QuantizedActs{q, q_abs, scale, sum16, sum32, row_sum, o_count, o_col, o_val, id};
 }
 
 }  // namespace

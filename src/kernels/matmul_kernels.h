@@ -3,6 +3,7 @@
 // wider instructions there and picked by the linker for baseline callers.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,10 +29,16 @@ struct QuantizedActs {
   const int32_t* outlier_count = nullptr;  // [n_tokens]
   const int32_t* outlier_col = nullptr;    // [n_tokens, n_in], the first outlier_count[t] used
   const float* outlier_val = nullptr;      // [n_tokens, n_in]
-  // Distinct for every quantization (0: unknown): a kernel may keep what it derives from these activations
-  // (packed tiles) for as long as the id stays the same.
+  // Distinct for every quantization (new_activations_id; 0: unknown): a kernel may keep what it derives from
+  // these activations (packed tiles) for as long as the id stays the same.
   uint64_t id = 0;
 };
+
+// An id for QuantizedActs::id or LowbitArgs::acts_id: never 0, never the same twice in a process.
+inline uint64_t new_activations_id() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
 
 // The kernel types (a weight type in one layout) come from core/kernel_type.h, an enum-only header; the
 // weight-type registry (core/weight_types.h) says which weight type and layout each stands for.

@@ -3,12 +3,12 @@
 #include "kernels/matmul_lowbit.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <vector>
 
 #include "core/check.h"
 #include "kernels/lowbit.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/matmul_lowbit_kernels.h"
 
 namespace tessera {
@@ -93,8 +93,7 @@ void matmul_int4_shared(std::span<const WeightMatrix* const> ws, std::span<float
   } else {
     quantize(0, n_tokens);
   }
-  static std::atomic<uint64_t> last_acts_id{0};
-  const uint64_t acts_id = ++last_acts_id;
+  const uint64_t acts_id = kernels::new_activations_id();
   // At most three matrices in practice (q, k, v); a fixed array keeps the call free of heap allocation.
   constexpr size_t kMax = 8;
   TESSERA_CHECK(ws.size() <= kMax && ys.size() == ws.size());

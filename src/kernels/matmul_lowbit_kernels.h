@@ -25,8 +25,8 @@ struct LowbitArgs {
   const int8_t* xq = nullptr;
   const float* x_scale = nullptr;        // INT4: [n_tokens]
   const float* group_sums = nullptr;     // INT4: [n_tokens, int4_sums_stride(n_groups)] Σ xq per group, 0-padded
-  // INT4: distinct for every quantization (0: unknown); a kernel may keep what it derives from xq and
-  // group_sums (the 512-bit tiles' token pairs) for as long as it stays the same.
+  // INT4: distinct for every quantization (new_activations_id; 0: unknown); a kernel may keep what it derives
+  // from xq and group_sums (the 512-bit tiles' token pairs) for as long as it stays the same.
   uint64_t acts_id = 0;
   float* y = nullptr;                    // [n_tokens, n_out]
 };

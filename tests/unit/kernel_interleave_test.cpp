@@ -8,7 +8,6 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,12 +97,7 @@ void expect_batch_equals_alone(const Interleaved& m, const std::vector<float>& x
 // same way, whatever the batch (16 tokens: the 512-bit tiles where the level has them, 256-bit ones for the rest).
 TEST(Interleave, NonFiniteActivationsKeepBatchInvariance) {
   const int64_t n_in = 256 * 2, n_out = 40, n_tokens = 16;
-  auto x = random_floats(size_t(n_tokens * n_in), 31);
-  x[size_t(1 * n_in + 5)] = std::numeric_limits<float>::quiet_NaN();
-  x[size_t(4 * n_in + 300)] = std::numeric_limits<float>::infinity();
-  x[size_t(7 * n_in + 40)] = -std::numeric_limits<float>::infinity();
-  x[size_t(10 * n_in + 7)] = 3e38f;
-  x[size_t(13 * n_in + 260)] = -3e38f;
+  const auto x = testing::non_finite_activations(n_in, 31);
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K, TensorType::Q6_K}) {
     const Interleaved m = make_interleaved(type, n_out, n_in, 32);
     for (const Isa isa : kernel_isas()) {
@@ -112,11 +106,8 @@ TEST(Interleave, NonFiniteActivationsKeepBatchInvariance) {
       ThreadPool pool(2);
       std::vector<float> y(alone.size());
       matmul(m.view, x.data(), n_tokens, y.data(), pool, isa);
-      for (size_t i = 0; i < y.size(); ++i) {
-        ASSERT_TRUE(std::memcmp(&y[i], &alone[i], sizeof(float)) == 0 || (std::isnan(y[i]) && std::isnan(alone[i])))
-            << tensor_type_name(type) << " at " << isa_name(isa) << ", token " << i / size_t(n_out) << ", row "
-            << i % size_t(n_out) << ": " << y[i] << " in the batch, " << alone[i] << " alone";
-      }
+      ASSERT_NO_FATAL_FAILURE(testing::expect_same_bits_or_both_nan(
+          y, alone, n_out, std::string(tensor_type_name(type)) + " at " + std::string(isa_name(isa))));
     }
   }
 }

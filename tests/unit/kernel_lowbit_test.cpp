@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -225,12 +224,7 @@ TEST(KernelLowbitInt4, SharedInputEqualsSeparateCalls) {
 // (kernel_interleave_test.cpp).
 TEST(KernelLowbitInt4, NonFiniteActivationsKeepBatchInvariance) {
   const int64_t n_in = 512, n_out = 37, n_tokens = 16;
-  auto x = random_floats(size_t(n_tokens * n_in), 61);
-  x[size_t(1 * n_in + 5)] = std::numeric_limits<float>::quiet_NaN();
-  x[size_t(4 * n_in + 300)] = std::numeric_limits<float>::infinity();
-  x[size_t(7 * n_in + 40)] = -std::numeric_limits<float>::infinity();
-  x[size_t(10 * n_in + 7)] = 3e38f;
-  x[size_t(13 * n_in + 260)] = -3e38f;
+  const auto x = testing::non_finite_activations(n_in, 61);
   for (const int64_t group : {32, 128}) {
     const auto w = make_lowbit(TensorType::INT4, n_out, n_in, group, 62);
     for (const Isa isa : kernel_isas()) {
@@ -239,11 +233,8 @@ TEST(KernelLowbitInt4, NonFiniteActivationsKeepBatchInvariance) {
       std::vector<float> alone(size_t(n_tokens * n_out)), y(alone.size());
       for (int64_t t = 0; t < n_tokens; ++t) matmul(w.view, &x[size_t(t * n_in)], 1, &alone[size_t(t * n_out)], one, isa);
       matmul(w.view, x.data(), n_tokens, y.data(), two, isa);
-      for (size_t i = 0; i < y.size(); ++i) {
-        ASSERT_TRUE(std::memcmp(&y[i], &alone[i], sizeof(float)) == 0 || (std::isnan(y[i]) && std::isnan(alone[i])))
-            << "g" << group << " at " << isa_name(isa) << ", token " << i / size_t(n_out) << ", row "
-            << i % size_t(n_out) << ": " << y[i] << " in the batch, " << alone[i] << " alone";
-      }
+      ASSERT_NO_FATAL_FAILURE(testing::expect_same_bits_or_both_nan(
+          y, alone, n_out, "g" + std::to_string(group) + " at " + std::string(isa_name(isa))));
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -121,6 +122,28 @@ inline void expect_shared_input_equals_separate(const std::vector<const WeightMa
     ASSERT_EQ(0, std::memcmp(shared[j].data(), separate[j].data(), sizeof(float) * shared[j].size()))
         << "target " << j << " (" << tensor_type_name(ws[j]->type) << ") at " << isa_name(isa) << ", "
         << pool.size() << " threads, " << n_tokens << " tokens: " << what;
+  }
+}
+
+// 16 tokens of random activations with a NaN, ±infinity and ±3e38 in five of them (n_in > 300): their int8
+// bytes saturate where their sums wrap, which every path of a batch must read as the 1-token path does.
+inline std::vector<float> non_finite_activations(int64_t n_in, uint32_t seed) {
+  auto x = random_floats(size_t(16 * n_in), seed);
+  x[size_t(1 * n_in + 5)] = std::numeric_limits<float>::quiet_NaN();
+  x[size_t(4 * n_in + 300)] = std::numeric_limits<float>::infinity();
+  x[size_t(7 * n_in + 40)] = -std::numeric_limits<float>::infinity();
+  x[size_t(10 * n_in + 7)] = 3e38f;
+  x[size_t(13 * n_in + 260)] = -3e38f;
+  return x;
+}
+
+// y (tokens × n_out) has alone's bits, or NaN wherever alone has NaN (`what` names the case).
+inline void expect_same_bits_or_both_nan(const std::vector<float>& y, const std::vector<float>& alone, int64_t n_out,
+                                         const std::string& what) {
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_TRUE(std::memcmp(&y[i], &alone[i], sizeof(float)) == 0 || (std::isnan(y[i]) && std::isnan(alone[i])))
+        << what << ", token " << i / size_t(n_out) << ", row " << i % size_t(n_out) << ": " << y[i]
+        << " in the batch, " << alone[i] << " alone";
   }
 }
 
