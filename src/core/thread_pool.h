@@ -74,6 +74,13 @@ class ThreadPool {
     });
   }
 
+  // A chunk for parallel_for_dynamic over [0, n) that cuts each thread's even share into about
+  // `chunks_per_share` pieces: a whole number of `unit`s (the caller's tile columns or row blocks), at least one.
+  int64_t dynamic_chunk(int64_t n, int64_t chunks_per_share, int64_t unit = 1) const {
+    const int64_t share = (n + n_threads_ - 1) / n_threads_;
+    return std::max<int64_t>(1, share / chunks_per_share / unit) * unit;
+  }
+
   static int physical_core_count();
 
  private:

@@ -63,6 +63,29 @@ TEST(ThreadPool, DynamicChunksCoverRangeExactly) {
   }
 }
 
+// dynamic_chunk: whole units, at least one, and about chunks_per_share of them per thread's share (never more).
+TEST(ThreadPool, DynamicChunkIsWholeUnitsPerShare) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 63, 64, 1000, 5632 + 256, 1 << 20}) {
+      for (int64_t per_share : {1, 8, 16}) {
+        for (int64_t unit : {1, 32, 64}) {
+          const int64_t chunk = pool.dynamic_chunk(n, per_share, unit);
+          EXPECT_GE(chunk, unit);
+          EXPECT_EQ(chunk % unit, 0);
+          const int64_t share = (n + threads - 1) / threads;
+          // More than one unit only when a share holds per_share chunks of that size.
+          if (chunk > unit) {
+            EXPECT_LE(chunk * per_share, share) << threads << " threads, n " << n;
+          }
+          // And no smaller than a whole number of units allows: one more unit would be too many for the share.
+          EXPECT_GT((chunk + unit) * per_share, share) << threads << " threads, n " << n;
+        }
+      }
+    }
+  }
+}
+
 // Whichever thread takes the first chunk of the second share is held there until the others have run
 // everything else: the share's other chunks must have been taken by them (with fixed shares the region would
 // wait for the held thread to do them all).
