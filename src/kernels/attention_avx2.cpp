@@ -207,11 +207,11 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
   for (int64_t g = head_begin / group; g * group < head_end; ++g) {
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
     const int64_t m = h1 - h0;  // row r = token (r / m), head h0 + r % m
-    const bool first = g == head_begin / group;
+    const RowsAhead group_keys_ahead = keys_ahead.from_head(h0), group_values_ahead = values_ahead.from_head(h0);
     const HeadRows<T> keys{kv_head_slice<T>(k_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
-                                            first ? &keys_ahead : nullptr)};
+                                            &group_keys_ahead)};
     const HeadRows<T> values{kv_head_slice<T>(v_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
-                                              first ? &values_ahead : nullptr)};
+                                              &group_values_ahead)};
     for (int64_t r = 0; r < n_tokens * m; ++r) {
       float* qd = queries + r * stride;
       std::memcpy(qd, q + (r / m) * q_stride + (h0 + r % m) * head_dim, size_t(head_dim) * sizeof(float));

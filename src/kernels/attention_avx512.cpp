@@ -323,7 +323,8 @@ void attend_one_token_packed(const float* q, const float* fp8_table, const uint8
 
   const int64_t g_begin = head_begin / group, g_end = (head_end - 1) / group + 1;
   for (int64_t g0 = g_begin; g0 < g_end; g0 += G) {
-    const bool first = g0 == g_begin;
+    const RowsAhead pass_keys_ahead = keys_ahead.from_head(std::max(head_begin, g0 * group));
+    const RowsAhead pass_values_ahead = values_ahead.from_head(std::max(head_begin, g0 * group));
     // Pass head j = kv head g0 + j, its query heads [h0[j], h0[j] + m[j]) (m[j] = 0: none in this call).
     int64_t h0[G], m[G];
     std::optional<HeadRows<T>> keys[G], values[G];
@@ -335,9 +336,9 @@ void attend_one_token_packed(const float* q, const float* fp8_table, const uint8
       key_heads[j] = nullptr;
       if (m[j] == 0) continue;
       keys[j].emplace(HeadRows<T>{kv_head_slice<T>(k_blocks, block_size, scales_offset, n_head_kv, head_dim, g,
-                                                   fp8_table, first && j == 0 ? &keys_ahead : nullptr)});
+                                                   fp8_table, j == 0 ? &pass_keys_ahead : nullptr)});
       values[j].emplace(HeadRows<T>{kv_head_slice<T>(v_blocks, block_size, scales_offset, n_head_kv, head_dim, g,
-                                                     fp8_table, first && j == 0 ? &values_ahead : nullptr)});
+                                                     fp8_table, j == 0 ? &pass_values_ahead : nullptr)});
       key_heads[j] = &*keys[j];
     }
 
@@ -425,11 +426,11 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
     const int64_t m = h1 - h0;  // row r = token (r / m), head h0 + r % m
     const int64_t n_rows = n_tokens * m, rows16 = (n_rows + 15) / 16 * 16, n_regs = rows16 / 16;
-    const bool first = g == head_begin / group;
+    const RowsAhead group_keys_ahead = keys_ahead.from_head(h0), group_values_ahead = values_ahead.from_head(h0);
     const HeadRows<T> keys{kv_head_slice<T>(k_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
-                                            first ? &keys_ahead : nullptr)};
+                                            &group_keys_ahead)};
     const HeadRows<T> values{kv_head_slice<T>(v_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
-                                              first ? &values_ahead : nullptr)};
+                                              &group_values_ahead)};
 
     if (h1 < head_end) {
       request_queries<_MM_HINT_T0>(q, q_stride, n_tokens, h1, std::min(head_end, h1 + group), head_dim);

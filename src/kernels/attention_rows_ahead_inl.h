@@ -10,6 +10,13 @@
 // a step instead of 47-54 for F16 (F32 37 -> 30, BF16 52 -> 24, I8 52 -> 25, FP8 130 -> 37), 78 instead of
 // 229 at 2048 positions, one sequence over 512 positions 2.2 instead of 4.4. Requesting only the slice being
 // read, as far ahead, gained nothing.
+// Over long contexts the rows a first pass requested (its own and the later heads') have left L2 before a later
+// pass (the next kv heads of a call, packed or one at a time) reads them, so every pass requests again, from its
+// own heads' lines to the call's last (RowsAhead::from_head). One thread, one layer over 2048 positions from
+// memory (kernels_bench's BM_AttentionDecodeCold, Zen 5, four alternations, µs): F16 378-387 against 451-583,
+// Llama-3-8B's heads 1076-1211 against 1183-1603, I8 level (405-452 against 420-460); at 256 positions (the rows
+// stay in L2) level. A batch-16 Q8_0 decode step after 1024 positions: 192.5-206.9 tok/s against 172.4-195.3
+// (three alternations; docs/performance.md). Requesting 16 positions ahead too measured no better in the model.
 //
 // The requests go to L2 (prefetcht1), 8 positions ahead. Into L1 they held the first head's loads on memory all
 // the same: kernels_bench's BM_AttentionDecodeCold (one sequence, one thread, 22 layers' K/V behind a 24 MiB
@@ -43,7 +50,16 @@ class RowsAhead {
   RowsAhead(const uint8_t* const* blocks, int64_t block_size, int64_t n_positions, int64_t n_head_kv,
             int64_t head_bytes, int64_t head_begin, int64_t head_end, int64_t group)
       : blocks_(blocks), block_size_(block_size), row_bytes_(n_head_kv * head_bytes), n_positions_(n_positions),
-        offset_(head_begin / group * head_bytes), bytes_(((head_end - 1) / group + 1) * head_bytes - offset_) {}
+        head_bytes_(head_bytes), group_(group), offset_(head_begin / group * head_bytes),
+        end_(((head_end - 1) / group + 1) * head_bytes) {}
+
+  // The same requests for the call's kv heads from query head `head`'s on: a pass over later heads requests its
+  // rows again, as the first pass's requests have left L2 by then over long contexts.
+  RowsAhead from_head(int64_t head) const {
+    RowsAhead rest = *this;
+    rest.offset_ = head / group_ * head_bytes_;
+    return rest;
+  }
 
   // A walk whose first request is for position p + kRowsAhead (reading starts at p).
   RowsAhead from(int64_t p) const {
@@ -58,7 +74,7 @@ class RowsAhead {
   void request_next() {
     if (position_ < n_positions_) {
       const uint8_t* at = blocks_[block_] + slot_ * row_bytes_ + offset_;
-      for (int64_t line = 0; line < bytes_; line += 64) _mm_prefetch(reinterpret_cast<const char*>(at + line), _MM_HINT_T1);
+      for (int64_t line = 0; line < end_ - offset_; line += 64) _mm_prefetch(reinterpret_cast<const char*>(at + line), _MM_HINT_T1);
     }
     ++position_;
     slot_ = slot_ + 1 == block_size_ ? (++block_, 0) : slot_ + 1;
@@ -66,7 +82,8 @@ class RowsAhead {
 
  private:
   const uint8_t* const* blocks_;
-  int64_t block_size_, row_bytes_, n_positions_, offset_, bytes_;
+  int64_t block_size_, row_bytes_, n_positions_, head_bytes_, group_;
+  int64_t offset_, end_;  // the requested bytes of a row: [offset_, end_)
   int64_t position_ = 0, block_ = 0, slot_ = 0;
 };
 
