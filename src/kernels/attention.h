@@ -38,8 +38,8 @@ struct AttentionShape {
 // fp32 copies of 8 K/V rows, of the queries and of the outputs. AVX-512: the queries transposed (16 rows per
 // register), scores [position][row] in chunks of 48 positions, 48 fp32 K/V rows (four kv heads' interleaved, for
 // one token), the outputs and two floats per row (its score maximum and 1 / Σ e). One token over several kv heads
-// of at most 8 query heads (AVX-512): those per pass of G kv heads (G = 4 for groups of up to 4 query heads, else
-// 2; 16 lanes), all passes at once.
+// of at most 8 query heads each (AVX-512): the queries, scores, maxima and outputs of every pass of G kv heads
+// (G = 4 for groups of up to 4 query heads, else 2; 16 lanes) at once, as the passes run chunk by chunk together.
 inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape, int64_t n_tokens = 1) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t rows = n_tokens * group;

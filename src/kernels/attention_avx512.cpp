@@ -324,8 +324,8 @@ struct PackedPass {
 // three alternations against passes that each request their rows ahead: F16, TinyLlama's heads, 2048 positions
 // 338-489 against 372-596, 256 positions 65.5-79.9 against 77.9-98.9; I8 355-413 against 413-498; Llama-3-8B's
 // heads level, 1158-1277 against 1063-1314). Every lane's operations and their order are those of a pass on its
-// own. Scratch (attend_scratch_floats): the interleaved K (or a head's V) chunk
-// [kChunk][stride][G], then each pass's PackedPass arrays.
+// own. Scratch (attend_scratch_floats): the interleaved K (or a head's V) chunk [kChunk][stride][G], then each
+// pass's PackedPass arrays.
 template <int T, int G>
 void attend_one_token_packed(const float* q, const float* fp8_table, const uint8_t* const* k_blocks,
                              const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
