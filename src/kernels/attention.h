@@ -48,7 +48,8 @@ inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape,
   const int64_t rows16 = (rows + 15) / 16 * 16, n_pos48 = (n_pos + 47) / 48 * 48;
   const int64_t avx512 = rows16 * (shape.head_dim + n_pos48 + 2) + 4 * 48 * stride16 + rows16 * stride16;
   const int64_t packed_g = group <= 4 ? 4 : 2, passes = (shape.n_head_kv + packed_g - 1) / packed_g;
-  const int64_t packed = group <= 8 ? 48 * stride16 * packed_g + passes * 16 * (shape.head_dim + n_pos48 + stride16 + 1) : 0;
+  const int64_t packed =
+      group <= 8 ? 48 * stride16 * packed_g + passes * 16 * (shape.head_dim + n_pos48 + stride16 + 1) : 0;
   return std::max({avx2, avx512, packed});
 }
 

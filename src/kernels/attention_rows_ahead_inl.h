@@ -76,7 +76,9 @@ class RowsAhead {
   void request_next() {
     if (position_ < n_positions_) {
       const uint8_t* at = blocks_[block_] + slot_ * row_bytes_ + offset_;
-      for (int64_t line = 0; line < end_ - offset_; line += 64) _mm_prefetch(reinterpret_cast<const char*>(at + line), _MM_HINT_T1);
+      for (int64_t line = 0; line < end_ - offset_; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(at + line), _MM_HINT_T1);
+      }
     }
     ++position_;
     slot_ = slot_ + 1 == block_size_ ? (++block_, 0) : slot_ + 1;

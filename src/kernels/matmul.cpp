@@ -347,7 +347,8 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   const int64_t n_units = first_row[n_targets] / unit;
   const int64_t column_units = std::max<int64_t>(1, kZmmColumnRows / unit);
   const int64_t n_columns = (n_units + column_units - 1) / column_units;
-  pool.parallel_for_dynamic(n_columns, pool.dynamic_chunk(n_columns, kChunksPerShare), [&](int, int64_t column_begin, int64_t column_end) {
+  const int64_t chunk = pool.dynamic_chunk(n_columns, kChunksPerShare);
+  pool.parallel_for_dynamic(n_columns, chunk, [&](int, int64_t column_begin, int64_t column_end) {
     const int64_t begin = column_begin * column_units * unit;
     const int64_t end = std::min(column_end * column_units, n_units) * unit;
     for (size_t j = 0; j < n_targets; ++j) {

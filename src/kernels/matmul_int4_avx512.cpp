@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/huge_pages.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/matmul_lowbit_kernels.h"
 #include "kernels/static_for.h"
 
@@ -93,8 +94,7 @@ const int8_t* pack_token_pairs(const LowbitArgs& a, int64_t n_pairs) {
   thread_local uint64_t packed_id = 0;
   const int64_t n_tp = (a.n_tokens + 1) / 2, stride = n_pairs * 64;
   int8_t* out = aligned_scratch(storage, size_t(n_tp * n_pairs * 128));
-  if (a.acts_id != 0 && a.acts_id == packed_id) return out;
-  packed_id = a.acts_id;
+  if (still_packed_for(packed_id, a.acts_id)) return out;
   for (int64_t j = 0; j < n_tp; ++j) {
     const int8_t* x0 = a.xq + 2 * j * stride;
     const bool has_second = 2 * j + 1 < a.n_tokens;
@@ -219,8 +219,7 @@ const float* pack_sum_pairs(const LowbitArgs& a, int64_t sums_stride) {
   thread_local uint64_t packed_id = 0;
   const int64_t n_tp = (a.n_tokens + 1) / 2;
   float* out = aligned_scratch(storage, size_t(n_tp * sums_stride * 2));
-  if (a.acts_id != 0 && a.acts_id == packed_id) return out;
-  packed_id = a.acts_id;
+  if (still_packed_for(packed_id, a.acts_id)) return out;
   for (int64_t j = 0; j < n_tp; ++j) {
     const float* s0 = a.group_sums + 2 * j * sums_stride;
     const bool has_second = 2 * j + 1 < a.n_tokens;

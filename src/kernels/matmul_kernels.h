@@ -40,6 +40,14 @@ inline uint64_t new_activations_id() {
   return ++last;
 }
 
+// Whether a kernel's scratch, last derived from the activations `packed_id`, already holds what activations `id`
+// give: the ids match and are known (not 0). Otherwise the scratch is taken for `id`, to be derived again.
+inline bool still_packed_for(uint64_t& packed_id, uint64_t id) {
+  if (id != 0 && id == packed_id) return true;
+  packed_id = id;
+  return false;
+}
+
 // The kernel types (a weight type in one layout) come from core/kernel_type.h, an enum-only header; the
 // weight-type registry (core/weight_types.h) says which weight type and layout each stands for.
 using tessera::KernelType;

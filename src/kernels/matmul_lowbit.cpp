@@ -130,7 +130,8 @@ void matmul_int4_shared(std::span<const WeightMatrix* const> ws, std::span<float
   const auto rows = level >= Isa::Avx512Vnni && n_tokens > 1 ? kernels::lowbit::avx512::int4_batch_rows
                                                              : kernels::lowbit::avx2::int4_rows;
   constexpr int64_t kChunkRows = 64, kInt4ChunksPerShare = 16;
-  pool.parallel_for_dynamic(first_row[n], pool.dynamic_chunk(first_row[n], kInt4ChunksPerShare, kChunkRows), [&](int, int64_t begin, int64_t end) {
+  const int64_t chunk = pool.dynamic_chunk(first_row[n], kInt4ChunksPerShare, kChunkRows);
+  pool.parallel_for_dynamic(first_row[n], chunk, [&](int, int64_t begin, int64_t end) {
     for (size_t j = 0; j < n; ++j) {
       const int64_t lo = std::max(begin, first_row[j]), hi = std::min(end, first_row[j + 1]);
       if (lo < hi) rows(args[j], lo - first_row[j], hi - first_row[j]);

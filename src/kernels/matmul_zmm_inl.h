@@ -402,8 +402,7 @@ struct PackedBlock {
     };
     const size_t n = static_cast<size_t>(a.n_tokens);
     const size_t index = static_cast<size_t>(tb / block);
-    if (scratch.id != a.xq.id || a.xq.id == 0) {
-      scratch.id = a.xq.id;
+    if (!still_packed_for(scratch.id, a.xq.id)) {
       scratch.packed_end.assign(static_cast<size_t>((a.n_tokens + block - 1) / block), 0);
     }
     q = grow_to(scratch.q, n * static_cast<size_t>(per_token)) + tb * per_token;

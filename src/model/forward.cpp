@@ -131,7 +131,8 @@ void Forward::attention_layer(const ForwardBatch& batch, int64_t layer) {
     return t * c.n_head + (cost - start + per_head - 1) / per_head;
   };
   // Shared out in chunks of work, each thread starting on its own even share (parallel_for_dynamic).
-  pool_.parallel_for_dynamic(total_cost, pool_.dynamic_chunk(total_cost, kAttentionChunksPerShare), [&](int thread, int64_t cost_begin, int64_t cost_end) {
+  const int64_t chunk = pool_.dynamic_chunk(total_cost, kAttentionChunksPerShare);
+  pool_.parallel_for_dynamic(total_cost, chunk, [&](int thread, int64_t cost_begin, int64_t cost_end) {
     float* scratch = scratch_.data() + size_t(thread) * size_t(scratch_stride_);
     const int64_t begin = item_at_cost(cost_begin);
     const int64_t end = item_at_cost(cost_end);
