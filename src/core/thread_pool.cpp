@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "core/thread_name.h"
+
 namespace tessera {
 namespace {
 
@@ -69,6 +71,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::worker_loop(int index) {
+  name_this_thread("compute-" + std::to_string(index));
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = seen;

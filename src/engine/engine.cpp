@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/thread_name.h"
 #include "core/thread_pool.h"
 #include "engine/constraint.h"
 #include "engine/draft_model_proposer.h"
@@ -213,7 +214,10 @@ Engine::Impl::Impl(std::shared_ptr<const Model> m, EngineOptions o, ThreadPool* 
   }
   snapshot.kv_blocks_total = n_blocks;
   snapshot.kv_bytes_per_token = kv->bytes_per_token();
-  thread = std::thread([this] { loop(); });
+  thread = std::thread([this] {
+    name_this_thread("engine");
+    loop();
+  });
 }
 
 Engine::Impl::~Impl() { stop(); }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/thread_name.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera::server {
@@ -54,7 +55,10 @@ bool probe_engine(Engine& engine) {
 EngineHealth::EngineHealth(std::string name, std::shared_ptr<Engine> engine, std::chrono::milliseconds recheck,
                            std::function<void()> on_change)
     : name_(std::move(name)), engine_(std::move(engine)), recheck_(recheck), on_change_(std::move(on_change)) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("engine-health");
+    loop();
+  });
 }
 
 EngineHealth::~EngineHealth() {

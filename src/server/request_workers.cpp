@@ -7,11 +7,14 @@
 
 #include <algorithm>
 
+#include "core/thread_name.h"
+
 namespace tessera::server {
 
-RequestWorkers::RequestWorkers(int n_threads, size_t max_queued) : max_queued_(max_queued) {
+RequestWorkers::RequestWorkers(int n_threads, size_t max_queued, std::string name) : max_queued_(max_queued) {
   if (n_threads <= 0) n_threads = std::clamp(int(std::thread::hardware_concurrency()) / 4, 1, 4);
-  for (int i = 0; i < n_threads; ++i) threads_.emplace_back([this] { run(); });
+  for (int i = 0; i < n_threads; ++i)
+    threads_.emplace_back([this, thread_name = name + "-" + std::to_string(i)] { run(thread_name); });
 }
 
 RequestWorkers::~RequestWorkers() {
@@ -39,7 +42,8 @@ size_t RequestWorkers::n_queued() const {
   return jobs_.size();
 }
 
-void RequestWorkers::run() {
+void RequestWorkers::run(const std::string& thread_name) {
+  name_this_thread(thread_name);
   // Linux applies a nice value per thread: this one yields to the io and engine threads under load. Failing to
   // lower it (a sandbox forbidding it) only costs that preference.
   const int base = getpriority(PRIO_PROCESS, 0);

@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,8 +19,9 @@ namespace tessera::server {
 class RequestWorkers {
  public:
   // `n_threads`: 0 picks a quarter of the hardware threads, from 1 to 4 (they share the machine with the engine,
-  // which wants every core); at most `max_queued` jobs wait (beyond those running).
-  RequestWorkers(int n_threads, size_t max_queued);
+  // which wants every core); at most `max_queued` jobs wait (beyond those running). The threads are named
+  // `name`-0, `name`-1, ...
+  RequestWorkers(int n_threads, size_t max_queued, std::string name = "request");
   ~RequestWorkers();  // finishes the running jobs, drops the queued ones
   RequestWorkers(const RequestWorkers&) = delete;
   RequestWorkers& operator=(const RequestWorkers&) = delete;
@@ -29,7 +31,7 @@ class RequestWorkers {
   size_t n_queued() const;
 
  private:
-  void run();
+  void run(const std::string& thread_name);
 
   size_t max_queued_;
   mutable std::mutex mutex_;

@@ -49,7 +49,7 @@ Service::Service(boost::asio::io_context& ioc, std::shared_ptr<Engine> primary, 
                 prep_options(options_, primary->limits())),
       tokenization_(preparer_, primary->model().tokenizer()),
       workers_(options_.parse_workers, options_.max_pending_parses),
-      body_builder_(1, options_.max_pending_parses) {
+      body_builder_(1, options_.max_pending_parses, "response") {
   started_unix_ = unix_now();
   next_id_ = std::random_device{}();
   Metrics* m = metrics_.get();

@@ -1,5 +1,6 @@
 // Gateway units: SSE framing, API keys, token buckets, the result cache, metrics exposition.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <fstream>
@@ -299,17 +300,20 @@ TEST(ServerOriginPolicy, HostAndOriginChecks) {
 }
 
 TEST(ServerRequestWorkers, RunJobsAndRefuseBeyondTheQueue) {
-  RequestWorkers workers(1, 2);
+  RequestWorkers workers(1, 2, "parse");
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::atomic<int> ran = 0;
   std::promise<void> started;
+  char name[32] = {};
   EXPECT_TRUE(workers.post([&] {
+    pthread_getname_np(pthread_self(), name, sizeof name);
     started.set_value();
     released.wait();
     ++ran;
   }));
   started.get_future().wait();  // the one thread is busy now
+  EXPECT_STREQ(name, "parse-0");
   EXPECT_TRUE(workers.post([&] { ++ran; }));
   EXPECT_TRUE(workers.post([&] { ++ran; }));
   EXPECT_FALSE(workers.post([&] { ++ran; })) << "a third queued job is over the bound";

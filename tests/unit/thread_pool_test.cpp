@@ -1,14 +1,20 @@
 // ThreadPool: every thread runs each region once, ranges cover [0, n) exactly (also when handed out in chunks,
 // and a thread held up has its share's chunks taken by the others), many short regions in a row (spinning) and
-// regions after an idle pause (sleeping) both complete, and the pool shuts down cleanly.
+// regions after an idle pause (sleeping) both complete, the pool shuts down cleanly, and its workers carry names
+// an operator can read (a name over Linux's 15 bytes is cut, not refused).
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "core/thread_name.h"
 #include "core/thread_pool.h"
 
 namespace tessera {
@@ -25,6 +31,30 @@ TEST(ThreadPool, RunsEveryThreadOnce) {
     });
     for (auto& h : hits) EXPECT_EQ(h.load(), 1);
   }
+}
+
+std::string this_thread_name() {
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  return name;
+}
+
+TEST(ThreadPool, WorkersAreNamedAndLongNamesAreCut) {
+  ThreadPool pool(3);
+  std::mutex mutex;
+  std::set<std::string> names;
+  pool.run([&](int index, int) {
+    if (index == 0) return;  // the caller's thread keeps its own name
+    std::lock_guard lock(mutex);
+    names.insert(this_thread_name());
+  });
+  EXPECT_EQ(names, (std::set<std::string>{"compute-1", "compute-2"}));
+  std::string cut;
+  std::thread([&] {
+    name_this_thread("a-name-longer-than-fifteen-bytes");
+    cut = this_thread_name();
+  }).join();
+  EXPECT_EQ(cut, "a-name-longer-t");
 }
 
 TEST(ThreadPool, ParallelForCoversRangeExactly) {
