@@ -257,6 +257,12 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   }
 
   void read_body() {
+    // Beast reads no more than the buffer has room for (and at most 64 KiB): the few KiB the header read left
+    // would take a 1 MiB body in hundreds of reads, each a system call and a timer update on the io thread,
+    // which is then slow to answer everyone else.
+    const bool large_body = !parser_->is_done() && (!parser_->content_length() ||
+                                                    *parser_->content_length() > buffer_.capacity() - buffer_.size());
+    if (large_body) buffer_.reserve(kBodyReadBytes);
     stream_.expires_after(ms(server_->options.body_timeout_s));
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
@@ -300,6 +306,8 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     } else {
       req.body = std::move(msg.body());
     }
+    // An idle connection keeps a small buffer, whatever its last body took (thousands of them may be open).
+    if (buffer_.capacity() > kIdleBufferBytes && buffer_.size() <= kIdleBufferBytes) buffer_.shrink_to_fit();
     keep_alive_ = !too_large && msg.keep_alive();
     chunked_ = msg.version() >= 11;
     head_only_ = msg.method() == http::verb::head;
@@ -427,6 +435,8 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   std::shared_ptr<HttpServer::Impl> server_;
   asio::steady_timer write_timer_;
+  static constexpr size_t kBodyReadBytes = 64 * 1024;
+  static constexpr size_t kIdleBufferBytes = 8 * 1024;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string remote_;

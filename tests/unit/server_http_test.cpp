@@ -1,6 +1,7 @@
 // The HTTP layer against raw sockets on loopback: Transfer-Encoding smuggling refused, HEAD without a body,
 // HTTP/1.0 streams without chunking, the connection cap's 503, separate idle/header/body timeouts (slowloris),
-// the write timeout for a client that does not read, and a complete response larger than the stream buffer.
+// the write timeout for a client that does not read, a complete response larger than the stream buffer, and large
+// bodies with requests pipelined behind them.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,11 +15,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/http_server.h"
 
@@ -338,6 +341,38 @@ TEST(HttpServer, ACompleteResponseLargerThanTheStreamBufferIsSentWhole) {
   const std::string r = read_response(fd);
   EXPECT_EQ(status_of(r), 200);
   EXPECT_TRUE(r.ends_with("\r\n\r\n" + big)) << r.size();
+  ::close(fd);
+}
+
+// Large bodies are read in large pieces (the buffer grows for them, then shrinks back): the bytes of the requests
+// pipelined behind them must survive both, in order, whether the body has a length or comes in chunks.
+TEST(HttpServer, LargeBodiesArriveWholeWithTheRequestsPipelinedBehindThem) {
+  TestServer s({}, echo());
+  std::string sized(300 << 10, 's'), chunked(100 << 10, 'c');
+  for (size_t i = 0; i < sized.size(); i += 977) sized[i] = char('a' + i % 26);
+  for (size_t i = 0; i < chunked.size(); i += 613) chunked[i] = char('A' + i % 26);
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%zx", chunked.size());
+  const int fd = connect_to(s.port);
+  send_all(fd, "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: " + std::to_string(sized.size()) + "\r\n\r\n" + sized +
+                   "POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" + hex + "\r\n" + chunked +
+                   "\r\n0\r\n\r\nPOST /c HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nConnection: close\r\n\r\nlast");
+  bool closed = false;
+  const std::string all = read_until_close(fd, 5000ms, &closed);
+  EXPECT_TRUE(closed);
+  std::vector<std::string> bodies;
+  for (size_t at = 0; at < all.size();) {
+    const size_t end = all.find("\r\n\r\n", at), cl = all.find("Content-Length: ", at);
+    ASSERT_TRUE(end != std::string::npos && cl < end) << all.substr(at, 200);
+    const size_t length = std::stoul(all.substr(cl + 16));
+    EXPECT_EQ(status_of(all.substr(at)), 200);
+    bodies.push_back(all.substr(end + 4, length));
+    at = end + 4 + length;
+  }
+  ASSERT_EQ(bodies.size(), 3u);
+  EXPECT_TRUE(bodies[0] == sized) << bodies[0].size();
+  EXPECT_TRUE(bodies[1] == chunked) << bodies[1].size();
+  EXPECT_EQ(bodies[2], "last");
   ::close(fd);
 }
 
