@@ -1,7 +1,9 @@
 // Batched matmul against this machine's limits, measured in the same run: for each weight type and token
-// count, best-of-N time of one 2048×5632 matmul (TinyLlama FFN shape, or TESSERA_BENCH_SHAPE), as GB/s of weights (decode) and GOP/s
-// (2 ops per multiply-add), next to read bandwidth and the int8 peak (vpmaddubsw + vpmaddwd + vpaddd chains,
-// the kernels' byte dot product). Best-of-N rather than means: the machine is shared and noise only slows.
+// count, best-of-N time of one 2048×5632 matmul (TinyLlama FFN shape, or TESSERA_BENCH_SHAPE), as GB/s of
+// weights (decode) and GOP/s (2 ops per multiply-add), next to read bandwidth and the int8 peak (bench/roofline.h's
+// probe, as `tessera bench` takes it: the kernels' byte dot product at the active ISA level, vpdpbusd zmm with
+// AVX-512 VNNI, vpmaddubsw + vpmaddwd ymm on AVX2; this bench's own AVX2-only probe had read about a quarter of
+// the VNNI peak, so %peak showed 200 %). Best-of-N rather than means: the machine is shared and noise only slows.
 // Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 Q8_0x8 I8 INT4 INT4_G128 F16x32
 // Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
 // BF16x32p: BF16 panels with bf16 products, the default for BF16 weights (activations rounded to bf16,
@@ -25,6 +27,7 @@
 #include "core/cpu_features.h"
 #include "core/huge_pages.h"
 #include "core/tensor_type.h"
+#include "bench/roofline.h"
 #include "core/thread_pool.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
@@ -77,23 +80,6 @@ __attribute__((target("avx2"))) uint64_t read_sum(const uint8_t* p, size_t n) {
   return uint64_t(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 3));
 }
 
-// Eight independent maddubs → madd → add chains (only the add is loop-carried), 32 byte products each.
-constexpr int kInt8Chains = 8;
-__attribute__((target("avx2"))) int32_t int8_chains(int64_t iters) {
-  __m256i u = _mm256_set1_epi8(3);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i s[kInt8Chains], a[kInt8Chains];
-  for (int k = 0; k < kInt8Chains; ++k) s[k] = _mm256_set1_epi8(int8_t(k - 4)), a[k] = _mm256_setzero_si256();
-  for (int64_t i = 0; i < iters; ++i) {
-    asm volatile("" : "+x"(u));  // keeps the products inside the loop
-#pragma GCC unroll 8
-    for (int k = 0; k < kInt8Chains; ++k) a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s[k]), ones));
-  }
-  __m256i t = a[0];
-  for (int k = 1; k < kInt8Chains; ++k) t = _mm256_add_epi32(t, a[k]);
-  return _mm256_cvtsi256_si32(t);
-}
-
 double bandwidth_gbs(ThreadPool& pool, const std::vector<uint8_t*>& slices, size_t slice_bytes, int reps) {
   std::vector<uint64_t> sink(size_t(pool.size()) * 8);
   double best = 0;
@@ -101,18 +87,6 @@ double bandwidth_gbs(ThreadPool& pool, const std::vector<uint8_t*>& slices, size
     const double t0 = now_s();
     pool.run([&](int i, int) { sink[size_t(i) * 8] += read_sum(slices[size_t(i)], slice_bytes); });
     best = std::max(best, double(slice_bytes) * double(pool.size()) / (now_s() - t0) * 1e-9);
-  }
-  return best;
-}
-
-double int8_peak_gops(ThreadPool& pool, int reps) {
-  const int64_t iters = 200'000;  // ~0.5 ms: short runs are likelier to fit between other processes' slices
-  std::vector<int64_t> sink(size_t(pool.size()) * 8);
-  double best = 0;
-  for (int r = 0; r < reps; ++r) {
-    const double t0 = now_s();
-    pool.run([&](int i, int) { sink[size_t(i) * 8] += int8_chains(iters); });
-    best = std::max(best, 2.0 * 32 * kInt8Chains * double(iters) * pool.size() / (now_s() - t0) * 1e-9);
   }
   return best;
 }
@@ -259,7 +233,7 @@ int main(int argc, char** argv) {
               g_cpu_clock ? "thread CPU time" : "wall time");
   std::vector<Weights> ws;
   for (const Spec& t : types) ws.push_back(make_weights(t.type, t.group, t.interleaved, t.bf16_products));
-  double bw = bandwidth_gbs(pool, slices, slice, 5), peak = int8_peak_gops(pool, 50);
+  double bw = bandwidth_gbs(pool, slices, slice, 5), peak = measure_int8_peak_gops(pool, 5);
   std::vector<std::vector<double>> best(ws.size(), std::vector<double>(token_counts.size(), 1e9));
   // Every repetition's time too: the median says what a model's sequence of products meets, where the best is
   // what the kernel can do in the host's quietest moment.
@@ -284,8 +258,9 @@ int main(int argc, char** argv) {
     }
   }
   bw = std::max(bw, bandwidth_gbs(pool, slices, slice, 5));
-  peak = std::max(peak, int8_peak_gops(pool, 50));
-  std::printf("read bandwidth %.1f GB/s, int8 peak %.0f GOP/s (better of before and after)\n", bw, peak);
+  peak = std::max(peak, measure_int8_peak_gops(pool, 5));
+  std::printf("read bandwidth %.1f GB/s, int8 peak %.0f GOP/s (%s, better of before and after)\n", bw, peak,
+              std::string(int8_peak_instruction()).c_str());
   for (size_t i = 0; i < ws.size(); ++i) {
     std::printf("\n%s: %.2f MB weights\n", ws[i].name.c_str(), double(ws[i].bytes) / 1e6);
     const std::string per_first = "t/t(" + std::to_string(token_counts[0]) + "tok)";
