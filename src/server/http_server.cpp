@@ -260,9 +260,14 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     // Beast reads no more than the buffer has room for (and at most 64 KiB): the few KiB the header read left
     // would take a 1 MiB body in hundreds of reads, each a system call and a timer update on the io thread,
     // which is then slow to answer everyone else.
-    const bool large_body = !parser_->is_done() && (!parser_->content_length() ||
-                                                    *parser_->content_length() > buffer_.capacity() - buffer_.size());
-    if (large_body) buffer_.reserve(kBodyReadBytes);
+    // The buffer holds the body's first bytes already: the rest fits in its free room unless the whole body is
+    // over its capacity. A chunked body's length is unknown: it gets the larger buffer.
+    const bool large_body =
+        !parser_->is_done() && (!parser_->content_length() || *parser_->content_length() > buffer_.capacity());
+    if (large_body && buffer_.capacity() < kBodyReadBytes) {
+      buffer_.reserve(kBodyReadBytes);
+      grown_for_body_ = true;
+    }
     stream_.expires_after(ms(server_->options.body_timeout_s));
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
@@ -306,8 +311,12 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     } else {
       req.body = std::move(msg.body());
     }
-    // An idle connection keeps a small buffer, whatever its last body took (thousands of them may be open).
-    if (buffer_.capacity() > kIdleBufferBytes && buffer_.size() <= kIdleBufferBytes) buffer_.shrink_to_fit();
+    // An idle connection keeps a small buffer, whatever its last body took (thousands of them may be open); only
+    // a buffer grown for a body shrinks, so that a client keeping a few KiB pipelined does not reallocate per request.
+    if (grown_for_body_ && buffer_.size() <= kIdleBufferBytes) {
+      buffer_.shrink_to_fit();
+      grown_for_body_ = false;
+    }
     keep_alive_ = !too_large && msg.keep_alive();
     chunked_ = msg.version() >= 11;
     head_only_ = msg.method() == http::verb::head;
@@ -438,6 +447,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   static constexpr size_t kBodyReadBytes = 64 * 1024;
   static constexpr size_t kIdleBufferBytes = 8 * 1024;
   beast::flat_buffer buffer_;
+  bool grown_for_body_ = false;  // buffer_ was reserved to kBodyReadBytes for a body: shrink it once it is read
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string remote_;
   std::array<char, 4096> scratch_;  // linger_close() reads into it
