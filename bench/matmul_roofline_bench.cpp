@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/roofline.h"
 #include "core/cpu_features.h"
 #include "core/huge_pages.h"
 #include "core/tensor_type.h"
-#include "bench/roofline.h"
 #include "core/thread_pool.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"

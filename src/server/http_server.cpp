@@ -259,9 +259,8 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   void read_body() {
     // Beast reads no more than the buffer has room for (and at most 64 KiB): the few KiB the header read left
     // would take a 1 MiB body in hundreds of reads, each a system call and a timer update on the io thread,
-    // which is then slow to answer everyone else.
-    // The buffer holds the body's first bytes already: the rest fits in its free room unless the whole body is
-    // over its capacity. A chunked body's length is unknown: it gets the larger buffer.
+    // which is then slow to answer everyone else. The buffer holds the body's first bytes already, so the rest
+    // fits in its free room unless the whole body is over its capacity; a chunked body's length is unknown.
     const bool large_body =
         !parser_->is_done() && (!parser_->content_length() || *parser_->content_length() > buffer_.capacity());
     if (large_body && buffer_.capacity() < kBodyReadBytes) {
