@@ -203,6 +203,45 @@ struct Q4_Kx8Scales {
   __m256i mn_pair[4];
 };
 
+// The bit operations the K-quants' scale unpacking and packed Q6_K decode take, at 256 bits (the 512-bit tiles
+// have their own, ZmmBytes in matmul_kquant_avx512.cpp, so that both widths run one sequence of each).
+struct YmmBytes {
+  using V = __m256i;
+  static V splat(char c) { return _mm256_set1_epi8(c); }
+  static V splat32(int c) { return _mm256_set1_epi32(c); }
+  static V and_(V a, V b) { return _mm256_and_si256(a, b); }
+  static V or_(V a, V b) { return _mm256_or_si256(a, b); }
+  template <int k>
+  static V srli16(V a) { return _mm256_srli_epi16(a, k); }
+  template <int k>
+  static V srli32(V a) { return _mm256_srli_epi32(a, k); }
+  template <int k>
+  static V slli32(V a) { return _mm256_slli_epi32(a, k); }
+};
+
+// q4_k_unpack_scales' bit moves with one row per 32-bit lane, from a super-block's three vectors of packed scales
+// (a, b, c: bytes 0-3, 4-7 and 8-11 of each row's 12): sc[j] holds scale j in each lane's low byte (with
+// kInt16Pairs, in both int16 halves), mn_pair[i] the mins 2i and 2i + 1 as an int16 pair.
+template <typename Ops, bool kInt16Pairs>
+TESSERA_INLINE inline void q4_k_scale_bits(typename Ops::V a, typename Ops::V b, typename Ops::V c,
+                                           typename Ops::V (&sc_out)[8], typename Ops::V (&mn_pair)[4]) {
+  using V = typename Ops::V;
+  const V m6 = Ops::splat(0x3f), m4 = Ops::splat(0x0f), top2 = Ops::splat(0x30);
+  const V sc[2] = {Ops::and_(a, m6), Ops::or_(Ops::and_(c, m4), Ops::and_(Ops::template srli32<2>(a), top2))};
+  const V mn[2] = {Ops::and_(b, m6), Ops::or_(Ops::and_(Ops::template srli32<4>(c), m4),
+                                              Ops::and_(Ops::template srli32<2>(b), top2))};
+  const V byte = Ops::splat32(0xff), second_byte = Ops::splat32(0xff00);
+  static_for<8>([&](auto j) TESSERA_INLINE {
+    constexpr int half = decltype(j)::value / 4, shift = 8 * (decltype(j)::value % 4);
+    const V v = Ops::and_(Ops::template srli32<shift>(sc[half]), byte);
+    sc_out[j] = kInt16Pairs ? Ops::or_(v, Ops::template slli32<16>(v)) : v;
+  });
+  static_for<4>([&](auto i) TESSERA_INLINE {  // bytes 2(i % 2), 2(i % 2) + 1 of mn[i / 2]: m_2i, m_2i+1
+    const V v = Ops::template srli32<16 * (decltype(i)::value % 2)>(mn[decltype(i)::value / 2]);
+    mn_pair[i] = Ops::or_(Ops::and_(v, byte), Ops::template slli32<8>(Ops::and_(v, second_byte)));
+  });
+}
+
 // q4_k_unpack_scales' bit moves with one row per 32-bit lane. The first vector's lanes hold each row's fp16
 // (d, dmin) pair; one byte shuffle and one qword permute gather the 8 d and then the 8 dmin.
 template <bool kInt16Pairs>
@@ -217,21 +256,7 @@ TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, Q4_Kx8Scales& out) 
   const __m256i ordered = _mm256_permute4x64_epi64(split, 0xd8);  // d0-3, d4-7, dmin0-3, dmin4-7
   out.d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
   out.dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
-  const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
-  const __m256i sc[2] = {_mm256_and_si256(a, m6),
-                         _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_srli_epi32(a, 2), top2))};
-  const __m256i mn[2] = {_mm256_and_si256(b, m6), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4),
-                                                                  _mm256_and_si256(_mm256_srli_epi32(b, 2), top2))};
-  const __m256i byte = _mm256_set1_epi32(0xff), second_byte = _mm256_set1_epi32(0xff00);
-  static_for<8>([&](auto j) TESSERA_INLINE {
-    constexpr int half = decltype(j)::value / 4, shift = 8 * (decltype(j)::value % 4);
-    const __m256i s = _mm256_and_si256(_mm256_srli_epi32(sc[half], shift), byte);
-    out.sc[j] = kInt16Pairs ? _mm256_or_si256(s, _mm256_slli_epi32(s, 16)) : s;
-  });
-  static_for<4>([&](auto i) TESSERA_INLINE {  // bytes 2(i % 2), 2(i % 2) + 1 of mn[i / 2]: m_2i, m_2i+1
-    const __m256i v = _mm256_srli_epi32(mn[decltype(i)::value / 2], 16 * (decltype(i)::value % 2));
-    out.mn_pair[i] = _mm256_or_si256(_mm256_and_si256(v, byte), _mm256_slli_epi32(_mm256_and_si256(v, second_byte), 8));
-  });
+  q4_k_scale_bits<YmmBytes, kInt16Pairs>(a, b, c, out.sc, out.mn_pair);
 }
 
 // Σ_j m_j·(Σx over sub-block j) of one super-block for the 8 rows: four vpmaddwd of the mins pairs by the
@@ -394,17 +419,6 @@ TESSERA_INLINE inline void q6_kx8_scales(const uint8_t* blk, Q6_Kx8Scales& s) {
     });
   });
 }
-
-// The byte operations the packed Q6_K decode takes, at 256 bits (the 512-bit tile has its own, ZmmBytes in
-// matmul_kquant_avx512.cpp, so that both widths run q6_kx8_decode4's one sequence).
-struct YmmBytes {
-  using V = __m256i;
-  static V splat(char c) { return _mm256_set1_epi8(c); }
-  static V and_(V a, V b) { return _mm256_and_si256(a, b); }
-  static V or_(V a, V b) { return _mm256_or_si256(a, b); }
-  template <int k>
-  static V srli16(V a) { return _mm256_srli_epi16(a, k); }
-};
 
 // Value vectors W(4k)..W(4k + 3) of a Q6_Kx8 super-block, q in [0, 63] as unsigned bytes, from its packed
 // vectors p = V(3k)..V(3k + 2) (interleave.h): three masks, then the fourth value's bit pairs gathered from the
