@@ -30,10 +30,6 @@ struct Q4KColumnScales {
   const Q4KZmmScales* scales;
 };
 
-TESSERA_INLINE inline __m512i join(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
-}
-
 // YmmBytes' operations at 512 bits (two groups' vectors side by side), for q4_k_scale_bits and q6_kx8_decode4.
 struct ZmmBytes {
   using V = __m512i;
@@ -52,13 +48,9 @@ struct ZmmBytes {
 // q4_kx8_scales for the two 8-row groups of a register at once (group 0's rows in lanes 0-7, group 1's in 8-15):
 // every step is per 32-bit lane but the fp16 (d, dmin) split, which here truncates each lane's pair to its low
 // and high halves. The same values as two q4_kx8_scales<false> joined, in half the instructions.
-TESSERA_INLINE inline __m512i load_group_halves(const uint8_t* p, size_t gs) {
-  return join(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + gs)));
-}
 TESSERA_INLINE inline void q4_kx16_scales(const uint8_t* blk, size_t gs, Q4KZmmScales& o) {
-  const __m512i pairs = load_group_halves(blk, gs), a = load_group_halves(blk + 32, gs),
-                b = load_group_halves(blk + 64, gs), c = load_group_halves(blk + 96, gs);
+  const __m512i pairs = load_group_pair(blk, gs), a = load_group_pair(blk + 32, gs), b = load_group_pair(blk + 64, gs),
+                c = load_group_pair(blk + 96, gs);
   o.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(pairs));
   o.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(pairs, 16)));
   q4_k_scale_bits<ZmmBytes, false>(a, b, c, o.sc, o.mn_pair);
