@@ -242,8 +242,9 @@ TESSERA_INLINE inline void q4_k_scale_bits(typename Ops::V a, typename Ops::V b,
   });
 }
 
-// q4_k_unpack_scales' bit moves with one row per 32-bit lane. The first vector's lanes hold each row's fp16
-// (d, dmin) pair; one byte shuffle and one qword permute gather the 8 d and then the 8 dmin.
+// One 8-row group's super-block scales, one row per 32-bit lane (q4_k_scale_bits for the packed 6-bit ones). The
+// first vector's lanes hold each row's fp16 (d, dmin) pair; one byte shuffle and one qword permute gather the 8 d
+// and then the 8 dmin.
 template <bool kInt16Pairs>
 TESSERA_INLINE inline void q4_kx8_scales(const uint8_t* blk, Q4_Kx8Scales& out) {
   const __m256i pairs = _mm256_loadu_si256((const __m256i*)blk);
