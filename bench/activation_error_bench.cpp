@@ -2,8 +2,10 @@
 // weights lose: the relative RMS error of matmul's outputs against the fp32 product with the dequantized weights
 // (activations alone) and with the original fp32 weights (everything), on normal activations and on the same
 // with every 409th channel 30 times larger (5 of 2048: the outlier channels of real models' hidden states). The
-// activation formats differ by type (one scale per 32 values for Q8_0, Q4_0 and Q6_K, per 256 for Q4_K, per
-// token for I8), and this is what that choice costs. Deterministic (fixed seeds); a measurement, not a timing.
+// activation formats differ by type and layout (one scale per 32 values for Q8_0, Q4_0 and Q6_K rows, per 256
+// for Q4_K and Q6_K interleaved, per token for I8), and this is what that choice costs. Each type is measured in
+// rows and interleaved in groups of 8 rows (x8: the layout models load, kernels/interleave.h). Deterministic
+// (fixed seeds); a measurement, not a timing.
 //
 //   build/bench/activation_error_bench [n_in] [n_out] [tokens]   (defaults 2048 512 16)
 #include <cmath>
@@ -11,9 +13,11 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/interleave.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
@@ -46,6 +50,15 @@ Weights quantize_weights(TensorType type, const std::vector<float>& values, int6
   return w;
 }
 
+// The same interleaved in groups of 8 rows, as a model load lays out a matrix whose rows allow it.
+Weights interleave(Weights w) {
+  interleave_rows(w.view.type, w.data.data(), w.view.n_out, w.view.n_in);
+  w.view.data = w.data.data();
+  w.view.row_scales = w.view.type == TensorType::I8 ? w.row_scales.data() : nullptr;
+  w.view.layout = interleaved_layout(w.view.type);
+  return w;
+}
+
 double relative_rms(const std::vector<float>& y, const std::vector<float>& ref) {
   double err = 0.0, norm = 0.0;
   for (size_t i = 0; i < y.size(); ++i) {
@@ -61,8 +74,8 @@ int main(int argc, char** argv) {
   const int64_t n_in = argc > 1 ? std::atoll(argv[1]) : 2048;
   const int64_t n_out = argc > 2 ? std::atoll(argv[2]) : 512;
   const int64_t n_tokens = argc > 3 ? std::atoll(argv[3]) : 16;
-  if (n_in <= 0 || n_in % 256 != 0 || n_out <= 0 || n_tokens <= 0) {
-    std::fprintf(stderr, "usage: %s [n_in, a multiple of 256] [n_out] [tokens]\n", argv[0]);
+  if (n_in <= 0 || n_in % 256 != 0 || n_out <= 0 || n_out % 8 != 0 || n_tokens <= 0) {
+    std::fprintf(stderr, "usage: %s [n_in, a multiple of 256] [n_out, a multiple of 8] [tokens]\n", argv[0]);
     return 2;
   }
   ThreadPool pool(2);
@@ -74,12 +87,14 @@ int main(int argc, char** argv) {
 
   std::printf("%lld x %lld, %lld tokens, ISA %s: relative RMS error of the outputs, %%\n", (long long)n_out,
               (long long)n_in, (long long)n_tokens, std::string(isa_name(active_isa())).c_str());
-  std::printf("%-5s | %-35s | %s\n", "type", "normal activations", "every 409th channel x30");
-  std::printf("%-5s | %-16s %-18s | %-16s %s\n", "", "activations", "all (fp32 weights)", "activations",
+  std::printf("%-7s | %-35s | %s\n", "type", "normal activations", "every 409th channel x30");
+  std::printf("%-7s | %-16s %-18s | %-16s %s\n", "", "activations", "all (fp32 weights)", "activations",
               "all (fp32 weights)");
-  for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::I8}) {
-    const Weights w = quantize_weights(type, values, n_out, n_in);
-    std::printf("%-5s |", std::string(tensor_type_name(type)).c_str());
+  for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::I8})
+  for (const bool interleaved : {false, true}) {
+    Weights w = quantize_weights(type, values, n_out, n_in);
+    if (interleaved) w = interleave(std::move(w));
+    std::printf("%-7s |", (std::string(tensor_type_name(type)) + (interleaved ? "x8" : "")).c_str());
     for (const bool outliers : {false, true}) {
       std::mt19937 x_rng(5);
       std::normal_distribution<float> x_normal(0.0f, 1.0f);
