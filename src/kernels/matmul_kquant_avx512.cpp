@@ -185,12 +185,17 @@ __attribute__((noinline, flatten)) void tile_q4_kx8_zmm(const MatmulArgs& a, con
 }
 
 // Q6_Kx8 (kernels/interleave.h) for 16·NZ rows and NT tokens. Per 16-value sub-block k, four dpbusd (values
-// q in [0, 63] unsigned, the token's 4 activation bytes broadcast) sum its 16 products per row into int32, and one
-// vpmulld by the row's sc_k adds it to the block's sum: 6 instructions where tile_q6_kx8's int16 route (two
-// vpmaddubsw, an int16 add, vpmaddwd by the scale pair, an int32 add per 8 values) takes 10. The sums are the
-// same exact integers (a sub-block's sum at most 16·63·128 in size, times the scale at most 2^24); the −32
-// offset's part starts a block's sums (one vpmaddwd by the rows' −32·sc pairs, instead of a vpmaddwd, a shift and
-// a subtraction at its end), and the float step is tile_q6_kx8's: the same bits as the 256-bit tiles.
+// q in [0, 63] unsigned, the token's 4 activation bytes broadcast) sum its 16 products per row into int32,
+// starting from −32·Σx over the sub-block (the −32 offset, packed once per token: PackedTile), and one vpmulld by
+// the row's sc_k adds it to the block's sum: 6 instructions where tile_q6_kx8's int16 route (two vpmaddubsw, an
+// int16 add, vpmaddwd by the scale pair, an int32 add per 8 values) takes 10. The sums are the same exact
+// integers, and the float steps are tile_q6_kx8's (q6_kx8_block_step per block, q6_kx8_finish per super-block):
+// the same bits as the 256-bit tiles.
+// On Zen 4 vpmulld, vpmaddwd, vmulps and FMAs issue on the two pipes that vpdpbusd takes: one of them per four
+// vpdpbusd slows a stream of vpdpbusd by 1.25x, while adds, logic, shifts and conversions come free
+// (bench/vnni_mix_bench.cpp). Per block and token this tile takes 8 vpdpbusd, 2 vpmulld and an FMA; it also took
+// a vpmaddwd (the offset, now packed into each dot product's start) and a vmulps (d·dx, now one FMA by d per
+// super-block).
 template <int NZ, int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, const PackedTile& x, int64_t t0,
                                                         int64_t group, const Ahead& ahead) {
@@ -205,7 +210,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
     const uint8_t* blk[NZ];
     static_for<NZ>([&](auto z) TESSERA_INLINE { blk[z] = wz[z] + sb * kBlockBytes; });
     __m512 d[NZ];
-    alignas(64) __m512i sc32[NZ][16], offset_start_pair[NZ][8];
+    alignas(64) __m512i sc32[NZ][16];
     static_for<NZ>([&](auto z) TESSERA_INLINE {
       const uint8_t* gz = blk[z];
       d[z] = load_group_pair_scales(gz, gs);
@@ -216,23 +221,18 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
         static_for<4>([&](auto i) TESSERA_INLINE {
           sc32[z][4 * k + i] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
         });
-        static_for<2>([&](auto i) TESSERA_INLINE {  // (−32·sc_2b, −32·sc_2b+1): |32·sc| ≤ 4096 fits int16
-          const __m512i pair = _mm512_mask_blend_epi16(0xaaaaaaaa, sc32[z][4 * k + 2 * i],
-                                                       _mm512_slli_epi32(sc32[z][4 * k + 2 * i + 1], 16));
-          offset_start_pair[z][2 * k + i] = _mm512_mullo_epi16(pair, _mm512_set1_epi16(-32));
-        });
       });
     });
+    __m512 sb_sum[NZ][NT];  // Σ_b dx_b·Σ_k sc_k·Σ(q − 32)·x, before the rows' d
+    zero_tile(sb_sum);
 #pragma GCC unroll 1
     for (int b = 0; b < 8; ++b) {  // 32 values: sub-blocks 2b and 2b + 1
       prefetch_ahead_part<NZ, kBlockBytes, 8>(ahead, sb, gs, b);
       const int64_t blk32 = sb * 8 + b;
       const int32_t* xb = x.q + blk32 * 8 * NT;
-      // The sums start at the −32 offset's part, −32·(sc_2b·Σx over values 0-15 + sc_2b+1·Σx over 16-31).
-      __m512i s32[NZ][NT];
-      static_for<NT>([&](auto t) TESSERA_INLINE {
-        const __m512i sums = _mm512_set1_epi32(x.start[blk32 * NT + t]);
-        static_for<NZ>([&](auto z) TESSERA_INLINE { s32[z][t] = _mm512_madd_epi16(offset_start_pair[z][b], sums); });
+      __m512i s32[NZ][NT];  // Σ_k sc_k·Σ(q − 32)·x over the block
+      static_for<NZ>([&](auto z) TESSERA_INLINE {
+        static_for<NT>([&](auto t) TESSERA_INLINE { s32[z][t] = _mm512_setzero_si512(); });
       });
       static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block k = 2b + half: value vectors 4k..4k + 3
         constexpr int h = decltype(half)::value;
@@ -243,14 +243,16 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
           const __m512i packed[3] = {load_group_pair(p, gs), load_group_pair(p + 32, gs), load_group_pair(p + 64, gs)};
           q6_kx8_decode4<ZmmBytes>(packed, q[z]);
         });
+        const int32_t* offset = x.start + (blk32 * 2 + h) * NT;
         static_for<NT>([&](auto t) TESSERA_INLINE {
           const int32_t* xt = &xb[4 * h * NT + t];
+          const __m512i start = _mm512_set1_epi32(offset[t]);
           __m512i xv[4];
           if constexpr (NZ > 1) {
             static_for<4>([&](auto u) TESSERA_INLINE { xv[u] = _mm512_set1_epi32(xt[u * NT]); });
           }
           static_for<NZ>([&](auto z) TESSERA_INLINE {
-            __m512i dot = _mm512_setzero_si512();
+            __m512i dot = start;
             static_for<4>([&](auto u) TESSERA_INLINE {
               dot = NZ == 1 ? dpbusd_broadcast(dot, q[z][u], &xt[u * NT]) : _mm512_dpbusd_epi32(dot, q[z][u], xv[u]);
             });
@@ -259,13 +261,16 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_zmm(const MatmulArgs& a, con
           });
         });
       });
-      static_for<NT>([&](auto t) TESSERA_INLINE {
+      static_for<NT>([&](auto t) TESSERA_INLINE {  // q6_kx8_block_step at 16 rows a vector
         const __m512 dx = _mm512_set1_ps(x.scale[blk32 * NT + t]);
         static_for<NZ>([&](auto z) TESSERA_INLINE {
-          acc[z][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32[z][t]), _mm512_mul_ps(d[z], dx), acc[z][t]);
+          sb_sum[z][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32[z][t]), dx, sb_sum[z][t]);
         });
       });
     }
+    static_for<NT>([&](auto t) TESSERA_INLINE {  // q6_kx8_finish
+      static_for<NZ>([&](auto z) TESSERA_INLINE { acc[z][t] = _mm512_fmadd_ps(sb_sum[z][t], d[z], acc[z][t]); });
+    });
   }
   store_tile<NZ, NT>(a, acc, t0, group);
 }

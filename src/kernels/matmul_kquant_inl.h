@@ -382,9 +382,12 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
 // 4j..4j + 3 (q6_kx8_values decodes them from 3 packed ones) and activation block b holds sub-blocks 2b and
 // 2b + 1. Per block and token: two vpmaddubsw add in int16 (at most 2·2·63·127 = 32004), vpmaddwd by the
 // sub-block's scale widens them; the −32 offset is 32·Σ sc_j·(Σx over sub-block j) from the activations'
-// 16-value sums, all exact in int32; one conversion and one FMA per block (q6_kx8_finish). The same operations
-// for every token whatever NT is. Batches take an unpacked copy (Q6_Kx8Unpacked) whose products reach the same
-// int32 sums by other exact steps, then the same q6_kx8_finish: the same bits either way (batch invariance).
+// 16-value sums, all exact in int32. The float steps: per block one conversion and one FMA by the block's
+// activation scale into the super-block's sum (q6_kx8_block_step), and per super-block one FMA by the rows' d
+// (q6_kx8_finish), whose d is the super-block's alone: one multiplication per block fewer than scaling each block
+// by d·dx. The same operations for every token whatever NT is. Batches take an unpacked copy (Q6_Kx8Unpacked)
+// whose products reach the same int32 sums by other exact steps, then the same float steps: the same bits either
+// way (batch invariance).
 constexpr int kQ6_Kx8BlockBytes = 1680;  // 8 fp16 d, then 52 vectors: 48 of packed values, 4 of scales
 
 // One super-block's 8 d and scales in the form the products take them.
@@ -443,21 +446,29 @@ TESSERA_INLINE inline void q6_kx8_values(const uint8_t* blk, int k, __m256i (&w)
   q6_kx8_decode4<YmmBytes>(packed, w);
 }
 
-// acc[t] += sum[t] · d · (token t's activation scale of block blk32): the float step every Q6_Kx8 tile ends a
+// sb_sum[t] += sum[t] · (token t's activation scale of block blk32): the float step every Q6_Kx8 tile ends a
 // block with, whichever way it reached the exact integer sums.
 template <int NT>
-TESSERA_INLINE inline void q6_kx8_finish(const __m256i (&sum)[NT], __m256 d, const TileActs<NT>& x, int64_t blk32,
-                                         __m256 (&acc)[NT]) {
+TESSERA_INLINE inline void q6_kx8_block_step(const __m256i (&sum)[NT], const TileActs<NT>& x, int64_t blk32,
+                                             __m256 (&sb_sum)[NT]) {
   static_for<NT>([&](auto t) TESSERA_INLINE {
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_mul_ps(d, _mm256_broadcast_ss(x.scale[t] + blk32)),
-                             acc[t]);
+    sb_sum[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_broadcast_ss(x.scale[t] + blk32), sb_sum[t]);
   });
 }
 
-// acc[t] += activation block b of super-block sb times the 8 rows of blk, for NT tokens.
+// acc[t] += sb_sum[t] · d, and sb_sum[t] = 0: the float step every Q6_Kx8 tile ends a super-block with.
+template <int NT>
+TESSERA_INLINE inline void q6_kx8_finish(__m256 (&sb_sum)[NT], __m256 d, __m256 (&acc)[NT]) {
+  static_for<NT>([&](auto t) TESSERA_INLINE {
+    acc[t] = _mm256_fmadd_ps(sb_sum[t], d, acc[t]);
+    sb_sum[t] = _mm256_setzero_ps();
+  });
+}
+
+// sb_sum[t] += activation block b of super-block sb times the 8 rows of blk, for NT tokens (without their d).
 template <int NT>
 TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& s, const TileActs<NT>& x,
-                                        int64_t sb, int b, __m256 (&acc)[NT]) {
+                                        int64_t sb, int b, __m256 (&sb_sum)[NT]) {
   __m256i s32[NT];
   static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_setzero_si256(); });
   static_for<2>([&](auto half) TESSERA_INLINE {  // sub-block 2b + half: value vectors 8b + 4·half..+3
@@ -480,7 +491,7 @@ TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& 
     const __m256i offset = _mm256_madd_epi16(s.offset_pair[b], broadcast32(x.sum16[t] + 2 * blk32));
     s32[t] = _mm256_sub_epi32(s32[t], offset);
   });
-  q6_kx8_finish<NT>(s32, s.d, x, blk32, acc);
+  q6_kx8_block_step<NT>(s32, x, blk32, sb_sum);
 }
 
 // Straight from the interleaved blocks: each tile assembles every value it multiplies (about half its vector
@@ -496,16 +507,17 @@ template <int NT>
 __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   const int64_t nsb = a.n_in / 256;
   const TileActs<NT> x(a, t0);
-  __m256 acc[NT];
-  static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = _mm256_setzero_ps(); });
+  __m256 acc[NT], sb_sum[NT];
+  static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = sb_sum[t] = _mm256_setzero_ps(); });
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = group_block_unrequested(a, group, sb, kQ6_Kx8BlockBytes);
     alignas(32) Q6_Kx8Scales s;
     q6_kx8_scales(blk, s);
     for_steps<8, (NT < kQ6_Kx8LoopTokens)>([&](int b) TESSERA_INLINE {
       prefetch_block_part_at<kQ6_Kx8BlockBytes, 8>(blk, b);
-      q6_kx8_block<NT>(blk, s, x, sb, b, acc);
+      q6_kx8_block<NT>(blk, s, x, sb, b, sb_sum);
     });
+    q6_kx8_finish<NT>(sb_sum, s.d, acc);
   }
   static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }
@@ -560,8 +572,8 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_unpacked(const MatmulArgs& a
                                                              const uint8_t* u0, int64_t t0, int64_t group) {
   const int64_t nsb = a.n_in / 256;
   const TileActs<NT> x(a, t0);
-  __m256 acc[NT];
-  static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = _mm256_setzero_ps(); });
+  __m256 acc[NT], sb_sum[NT];
+  static_for<NT>([&](auto t) TESSERA_INLINE { acc[t] = sb_sum[t] = _mm256_setzero_ps(); });
   for (int64_t sb = 0; sb < nsb; ++sb) {
     static_for<8>([&](auto bi) TESSERA_INLINE {
       constexpr int b = decltype(bi)::value;
@@ -580,8 +592,9 @@ __attribute__((noinline, flatten)) void tile_q6_kx8_unpacked(const MatmulArgs& a
         });
       });
       static_for<NT>([&](auto t) TESSERA_INLINE { s32[t] = _mm256_sub_epi32(s32[t], w[sb].corr[b]); });
-      q6_kx8_finish<NT>(s32, w[sb].d, x, sb * 8 + b, acc);
+      q6_kx8_block_step<NT>(s32, x, sb * 8 + b, sb_sum);
     });
+    q6_kx8_finish<NT>(sb_sum, w[sb].d, acc);
   }
   static_for<NT>([&](auto t) TESSERA_INLINE { _mm256_storeu_ps(a.y + (t0 + t) * a.n_out + group * 8, acc[t]); });
 }

@@ -96,10 +96,11 @@ constexpr int zmm_block_values() {
 // A token tile's activations, packed so that a tile addresses all of them from one pointer: with one pointer per
 // token, the pointers of 4-8 tokens and of the weights ran out of general registers and the inner loop reloaded
 // them from the stack. For NT tokens: dword d (bytes 4d..4d+3 of the row) of token t at q[d·NT + t]; per 32-value
-// block b at [b·NT + t]: scale (d_x) and start, the accumulator's first value (−128·Σx for Q8_0, −8·Σx for Q4_0;
-// Q6_K: the block's two 16-value sums as an int16 pair). Q4_K, per 256-value super-block sb: scale at [sb·NT + t],
-// and start at [(4·sb + i)·NT + t], the 32-value sums of sub-blocks 2i and 2i + 1 as an int16 pair (its mins'
-// vpmaddwd operand). I8: per token, scale[t] and start[t] = −128·Σx over the row.
+// block b at [b·NT + t]: scale (d_x) and start, the accumulator's first value (−128·Σx for Q8_0, −8·Σx for Q4_0).
+// Q4_K, per 256-value super-block sb: scale at [sb·NT + t], and start at [(4·sb + i)·NT + t], the 32-value sums of
+// sub-blocks 2i and 2i + 1 as an int16 pair (its mins' vpmaddwd operand). Q6_K: scale per 32-value block, and
+// per 16-value sub-block k at [k·NT + t] the start of its dot product, −32·Σx (the −32 offset of its values).
+// I8: per token, scale[t] and start[t] = −128·Σx over the row.
 struct PackedTile {
   const int32_t* q;
   const float* scale;
@@ -109,6 +110,16 @@ struct PackedTile {
 template <ZmmKind K>
 constexpr bool per_row_acts() {
   return K == ZmmKind::I8;
+}
+
+// PackedTile's scale and start entries per token (the starts of Q6_K one per 16 values).
+template <ZmmKind K>
+constexpr int64_t packed_scales(int64_t n_in) {
+  return per_row_acts<K>() ? 1 : K == ZmmKind::Q4_K ? n_in / 256 : n_in / 32;
+}
+template <ZmmKind K>
+constexpr int64_t packed_starts(int64_t n_in) {
+  return per_row_acts<K>() ? 1 : K == ZmmKind::Q6_K ? n_in / 16 : n_in / 32;
 }
 
 // Packs tokens [t0, t0 + nt) (PackedTile's layout for nt tokens) into q, scale and start.
@@ -132,7 +143,8 @@ void pack_tile(const MatmulArgs& a, int64_t t0, int nt, int32_t* q, float* scale
         scale[b * nt + t] = a.xq.scale[i];
         const int16_t* sums = a.xq.sum16 + 2 * i;
         if constexpr (K == ZmmKind::Q6_K) {
-          std::memcpy(&start[b * nt + t], sums, 4);
+          start[2 * b * nt + t] = -32 * int32_t{sums[0]};
+          start[(2 * b + 1) * nt + t] = -32 * int32_t{sums[1]};
         } else {
           start[b * nt + t] = (K == ZmmKind::Q4_0 ? -8 : -128) * (int32_t{sums[0]} + sums[1]);
         }
@@ -379,7 +391,7 @@ struct ZmmBlockFamily : NoColumnState {
 // matrix (ThreadPool::parallel_for_dynamic), or several matrices of one input (q, k and v), packs a block once.
 template <ZmmKind K, int NT>
 struct PackedBlock {
-  int64_t tb = 0, per_token = 0, side_per_token = 0;  // the block's first token; dwords and side values per token
+  int64_t tb = 0, per_token = 0, scales_per_token = 0, starts_per_token = 0;  // the first token; entries per token
   BalancedTiles<NT> tiles;
   int32_t* q = nullptr;
   float* scale = nullptr;
@@ -395,7 +407,8 @@ struct PackedBlock {
     };
     thread_local Scratch scratch;
     per_token = a.n_in / 4;
-    side_per_token = per_row_acts<K>() ? 1 : a.n_in / 32;
+    scales_per_token = packed_scales<K>(a.n_in);
+    starts_per_token = packed_starts<K>(a.n_in);
     auto grow_to = [](auto& v, size_t size) {
       if (v.size() < size) v.resize(size);
       return v.data();
@@ -406,20 +419,20 @@ struct PackedBlock {
       scratch.packed_end.assign(static_cast<size_t>((a.n_tokens + block - 1) / block), 0);
     }
     q = grow_to(scratch.q, n * static_cast<size_t>(per_token)) + tb * per_token;
-    scale = grow_to(scratch.scale, n * static_cast<size_t>(side_per_token)) + tb * side_per_token;
-    start = grow_to(scratch.start, n * static_cast<size_t>(side_per_token)) + tb * side_per_token;
+    scale = grow_to(scratch.scale, n * static_cast<size_t>(scales_per_token)) + tb * scales_per_token;
+    start = grow_to(scratch.start, n * static_cast<size_t>(starts_per_token)) + tb * starts_per_token;
     if (scratch.packed_end[index] == te) return;
     for (int64_t j = 0; j < tiles.count; ++j) {
       const int64_t i = tiles.begin(j);
-      pack_tile<K>(a, tb + i, static_cast<int>(tiles.width(j)), q + i * per_token, scale + i * side_per_token,
-                   start + i * side_per_token);
+      pack_tile<K>(a, tb + i, static_cast<int>(tiles.width(j)), q + i * per_token, scale + i * scales_per_token,
+                   start + i * starts_per_token);
     }
     scratch.packed_end[index] = te;
   }
 
   PackedTile tile(int64_t t) const {
     const int64_t i = t - tb;
-    return {q + i * per_token, scale + i * side_per_token, start + i * side_per_token};
+    return {q + i * per_token, scale + i * scales_per_token, start + i * starts_per_token};
   }
 };
 
