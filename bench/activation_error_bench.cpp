@@ -2,10 +2,10 @@
 // weights lose: the relative RMS error of matmul's outputs against the fp32 product with the dequantized weights
 // (activations alone) and with the original fp32 weights (everything), on normal activations and on the same
 // with every 409th channel 30 times larger (5 of 2048: the outlier channels of real models' hidden states). The
-// activation formats differ by type and layout (one scale per 32 values for Q8_0, Q4_0 and Q6_K rows, per 256
-// for Q4_K and Q6_K interleaved, per token for I8), and this is what that choice costs. Each type is measured in
-// rows and interleaved in groups of 8 rows (x8: the layout models load, kernels/interleave.h). Deterministic
-// (fixed seeds); a measurement, not a timing.
+// activation formats differ by type (one scale per 32 values for Q8_0, Q4_0 and Q6_K, per 256 for Q4_K, per
+// token for I8), and this is what that choice costs. Each type is measured in rows and interleaved in groups of 8
+// rows (x8: the layout models load, kernels/interleave.h), whose kernels take the same activations by other
+// steps. Deterministic (fixed seeds); a measurement, not a timing.
 //
 //   build/bench/activation_error_bench [n_in] [n_out] [tokens]   (defaults 2048 512 16)
 #include <cmath>
@@ -90,29 +90,30 @@ int main(int argc, char** argv) {
   std::printf("%-7s | %-35s | %s\n", "type", "normal activations", "every 409th channel x30");
   std::printf("%-7s | %-16s %-18s | %-16s %s\n", "", "activations", "all (fp32 weights)", "activations",
               "all (fp32 weights)");
-  for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::I8})
-  for (const bool interleaved : {false, true}) {
-    Weights w = quantize_weights(type, values, n_out, n_in);
-    if (interleaved) w = interleave(std::move(w));
-    std::printf("%-7s |", (std::string(tensor_type_name(type)) + (interleaved ? "x8" : "")).c_str());
-    for (const bool outliers : {false, true}) {
-      std::mt19937 x_rng(5);
-      std::normal_distribution<float> x_normal(0.0f, 1.0f);
-      std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
-      for (float& v : x) v = x_normal(x_rng);
-      if (outliers) {
-        for (int64_t t = 0; t < n_tokens; ++t) {
-          for (int64_t c = 17; c < n_in; c += 409) x[static_cast<size_t>(t * n_in + c)] *= 30.0f;
+  for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::I8}) {
+    for (const bool interleaved : {false, true}) {
+      Weights w = quantize_weights(type, values, n_out, n_in);
+      if (interleaved) w = interleave(std::move(w));
+      std::printf("%-7s |", (std::string(tensor_type_name(type)) + (interleaved ? "x8" : "")).c_str());
+      for (const bool outliers : {false, true}) {
+        std::mt19937 x_rng(5);
+        std::normal_distribution<float> x_normal(0.0f, 1.0f);
+        std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+        for (float& v : x) v = x_normal(x_rng);
+        if (outliers) {
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            for (int64_t c = 17; c < n_in; c += 409) x[static_cast<size_t>(t * n_in + c)] *= 30.0f;
+          }
         }
+        std::vector<float> y(static_cast<size_t>(n_tokens * n_out)), y_dequantized(y.size()), y_f32(y.size());
+        matmul(w.view, x.data(), n_tokens, y.data(), pool);
+        matmul_reference(w.view, x.data(), n_tokens, y_dequantized.data(), pool);
+        matmul_reference(f32.view, x.data(), n_tokens, y_f32.data(), pool);
+        std::printf(" %-16.3f %-17.3f%s", 100.0 * relative_rms(y, y_dequantized), 100.0 * relative_rms(y, y_f32),
+                    outliers ? "" : " |");
       }
-      std::vector<float> y(static_cast<size_t>(n_tokens * n_out)), y_dequantized(y.size()), y_f32(y.size());
-      matmul(w.view, x.data(), n_tokens, y.data(), pool);
-      matmul_reference(w.view, x.data(), n_tokens, y_dequantized.data(), pool);
-      matmul_reference(f32.view, x.data(), n_tokens, y_f32.data(), pool);
-      std::printf(" %-16.3f %-17.3f%s", 100.0 * relative_rms(y, y_dequantized), 100.0 * relative_rms(y, y_f32),
-                  outliers ? "" : " |");
+      std::printf("\n");
     }
-    std::printf("\n");
   }
   return 0;
 }
