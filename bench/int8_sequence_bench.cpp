@@ -8,21 +8,15 @@
 // loses around them. Two more lines bound the alternatives: products of int16 copies (vpmaddwd alone, no
 // vpsignb) and Q4_0's unsigned nibbles (vpmaddubsw summed in int16).
 // Run: int8_sequence_bench [runs]
-#include <time.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
 
-namespace {
+#include "thread_cpu_time.h"
 
-double thread_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
+namespace {
 
 alignas(64) int8_t g_activations[4096];
 
@@ -92,9 +86,9 @@ double best_gops(int runs) {
   constexpr int64_t kIterations = 2'000'000;  // ~5 ms per run
   double best = 0.0;
   for (int r = 0; r < runs; ++r) {
-    const double start = thread_seconds();
+    const double start = thread_cpu_seconds();
     run_sequence<kSequence>(kIterations);
-    const double seconds = thread_seconds() - start;
+    const double seconds = thread_cpu_seconds() - start;
     const double gops = double(kIterations) * 8 * 32 * 2 / seconds * 1e-9;
     if (gops > best) best = gops;
   }

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +32,7 @@
 #include "kernels/lowbit.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "thread_cpu_time.h"
 
 namespace tessera {
 namespace {
@@ -46,11 +46,7 @@ int64_t kNIn = 2048, kNOut = 5632;
 bool g_cpu_clock = false;
 
 double now_s() {
-  if (g_cpu_clock) {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-  }
+  if (g_cpu_clock) return thread_cpu_seconds();
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 

@@ -17,8 +17,6 @@
 #include <string>
 #include <vector>
 
-#include <time.h>
-
 #include "bench/model_bench.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -29,18 +27,13 @@
 #include "model/model.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
+#include "thread_cpu_time.h"
 
 namespace {
 
 using namespace tessera;
 using nlohmann::json;
 using nlohmann::ordered_json;
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
 
 // A nested schema of the kind applications send: objects in objects, an array of objects, enums, bounded
 // strings, integer ranges, a date, an optional property, anyOf.
@@ -121,9 +114,9 @@ MaskTimes measure_masks(const std::shared_ptr<const grammar::Constraint>& constr
   for (int w = 0; w <= walks; ++w) {
     SequenceConstraint c(constraint, vocab, false);
     for (int step = 0; step < max_steps; ++step) {
-      const double start = cpu_seconds();
+      const double start = thread_cpu_seconds();
       const std::span<const float> row = c.apply(logits);
-      const double mask_end = cpu_seconds();
+      const double mask_end = thread_cpu_seconds();
       // Drawing is the model's part: not timed. Ends (when allowed) are left out so documents run long.
       allowed.clear();
       for (size_t i = 0; i < row.size(); ++i)
@@ -131,9 +124,9 @@ MaskTimes measure_masks(const std::shared_ptr<const grammar::Constraint>& constr
       std::erase_if(allowed, [&](int32_t id) { return std::binary_search(vocab->eog_ids().begin(), vocab->eog_ids().end(), id); });
       if (allowed.empty()) break;
       const int32_t token = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
-      const double accept_start = cpu_seconds();
+      const double accept_start = thread_cpu_seconds();
       if (!c.accept(token)) fail("accept refused a token the mask allowed");
-      const double spent = (mask_end - start) + (cpu_seconds() - accept_start);
+      const double spent = (mask_end - start) + (thread_cpu_seconds() - accept_start);
       if (w == 0) {
         t.cold_per_step += spent;
         ++t.cold_steps;
@@ -176,18 +169,18 @@ int main(int argc, char** argv) {
     std::printf("model: %s, vocabulary %d tokens (logits rows of %lld), %d threads\n", model_path.c_str(),
                 model->tokenizer().n_vocab(), (long long)model->config().n_vocab, int(pool.size()));
 
-    double t0 = cpu_seconds();
+    double t0 = thread_cpu_seconds();
     const auto vocab = make_grammar_vocabulary(model->tokenizer(), int32_t(model->config().n_vocab));
     std::printf("grammar vocabulary (trie of %zu nodes): %.1f ms, once per model\n", vocab->nodes().size(),
-                (cpu_seconds() - t0) * 1e3);
+                (thread_cpu_seconds() - t0) * 1e3);
 
     // Compile times: median of 15 runs, each with an empty cache.
     auto median_ms = [](auto&& fn) {
       std::vector<double> ms;
       for (int i = 0; i < 15; ++i) {
-        const double start = cpu_seconds();
+        const double start = thread_cpu_seconds();
         fn();
-        ms.push_back((cpu_seconds() - start) * 1e3);
+        ms.push_back((thread_cpu_seconds() - start) * 1e3);
       }
       std::sort(ms.begin(), ms.end());
       return ms[ms.size() / 2];

@@ -9,21 +9,13 @@
 #include <sstream>
 #include <string>
 
-#include <time.h>
-
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_json.h"
+#include "thread_cpu_time.h"
 
 namespace {
-
-// CPU time of this thread: on a shared machine wall time also counts the time other processes held the core.
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
 
 }  // namespace
 

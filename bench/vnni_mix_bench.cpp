@@ -7,7 +7,6 @@
 // each; adds, logic, shifts and conversions nothing: docs/performance.md).
 // Run: vnni_mix_bench [runs]   (AVX-512 VNNI only; one thread, its CPU time, best of `runs`)
 #include <immintrin.h>
-#include <time.h>
 
 // GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialized variable) as the unused merge
 // source of their unmasked forms, and -W(maybe-)uninitialized reports every inlined use of them.
@@ -18,13 +17,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-namespace {
+#include "thread_cpu_time.h"
 
-double thread_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
+namespace {
 
 enum class Extra { None, Mulld, Maddwd, Mulps, Fma, Add, Cvt, Shift, And, Mullw };
 
@@ -56,13 +51,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double seconds_
   if constexpr (E == Extra::And) m = _mm512_and_si512(m, w);                                                        \
   if constexpr (E == Extra::Mullw) m = _mm512_mullo_epi16(m, w);                                                    \
   if constexpr (E != Extra::None) KEEP(m);
-  const double t0 = thread_seconds();
+  const double t0 = thread_cpu_seconds();
   for (long i = 0; i < iters; ++i) {
     DP(a0) DP(a1) DP(a2) DP(a3) EXTRA(m0)
     DP(a4) DP(a5) DP(a6) DP(a7) EXTRA(m1)
     DP(a8) DP(a9) DP(a10) DP(a11) EXTRA(m2)
   }
-  const double t = thread_seconds() - t0;
+  const double t = thread_cpu_seconds() - t0;
   __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
                                _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
   s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)));
