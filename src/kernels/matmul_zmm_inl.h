@@ -187,9 +187,25 @@ struct Ahead {
   ColumnShare share;                // a later tile: its share of the next column (column_shares.h)
 };
 
-// The Ahead of token tile `tile` of `n_tiles` in a column of `blocks` blocks per group stream.
-inline Ahead tile_ahead(const uint8_t* column, NextColumn next, int64_t blocks, int64_t tile, int64_t n_tiles) {
-  Ahead ahead{column, next, blocks, tile == 0, tile == 0 && n_tiles == 1 && next.first, {}};
+// Whether a column's only token tile (a column of at most kTileTokens tokens: decode) requests its weights ahead.
+// The 8-bit types' do not: their lone tile leaves the stream to the hardware prefetchers, which kept up with it
+// better. 5632x2048 from memory, 2 threads, Zen 4, µs, the variants alternated run by run, with against without
+// the requests: 1 token Q8_0x8 379-397 against 333-344, I8x8 359-385 against 309-326; 4 tokens Q8_0x8 356-377
+// against 342-349 (one pair 385 against 356 in a slower minute), I8x8 355-368 against 314-353. Q4_0x8 keeps
+// them (1 token 204-222 against 197-208, but 4 tokens 204-215 against 226-242), as the K-quants do (Q6_Kx8 at 4
+// tokens 319-336 against 435-479). A matrix in L2 (1024x2048) took 18.5 µs against 16.0 for Q8_0x8: the requests
+// cost issue slots, but a request of only a block's first line measured no better than all five.
+template <ZmmKind K>
+constexpr bool lone_tile_streams() {
+  return K != ZmmKind::Q8_0 && K != ZmmKind::I8;
+}
+
+// The Ahead of token tile `tile` of `n_tiles` in a column of `blocks` blocks per group stream; a lone tile
+// requests nothing unless `lone_tile_streams`.
+inline Ahead tile_ahead(const uint8_t* column, NextColumn next, int64_t blocks, int64_t tile, int64_t n_tiles,
+                        bool lone_tile_streams) {
+  const bool stream = tile == 0 && (n_tiles > 1 || lone_tile_streams);
+  Ahead ahead{column, next, blocks, stream, stream && n_tiles == 1 && next.first, {}};
   if (next.first) ahead.share = column_share(blocks, tile, n_tiles);
   return ahead;
 }
@@ -448,7 +464,7 @@ void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind, Famil
   const typename Family::Column column = Family::template column<NZ>(a, group);
   for_each_balanced_tile(x.tiles, x.tb, [&](auto nt, int64_t t, int64_t tile) {
     Family::template tile<NZ, decltype(nt)::value>(a, x.tile(t), t, group,
-                                                   tile_ahead(first, next, nb, tile, x.tiles.count), column);
+                                                   tile_ahead(first, next, nb, tile, x.tiles.count, lone_tile_streams<K>()), column);
   });
 }
 
