@@ -190,11 +190,12 @@ struct Ahead {
 // Whether a column's only token tile (a column of at most kTileTokens tokens: decode) requests its weights ahead.
 // The 8-bit types' do not: their lone tile leaves the stream to the hardware prefetchers, which kept up with it
 // better. 5632x2048 from memory, 2 threads, Zen 4, µs, the variants alternated run by run, with against without
-// the requests: 1 token Q8_0x8 379-397 against 333-344, I8x8 359-385 against 309-326; 4 tokens Q8_0x8 356-377
-// against 342-349 (one pair 385 against 356 in a slower minute), I8x8 355-368 against 314-353. Q4_0x8 keeps
+// the requests: 1 token Q8_0x8 379-397 against 333-345, I8x8 359-385 against 309-326; 4 tokens Q8_0x8 365-377
+// against 342-349 (a third pair 356 against 385, in a slower minute), I8x8 355-368 against 314-353. Q4_0x8 keeps
 // them (1 token 204-222 against 197-208, but 4 tokens 204-215 against 226-242), as the K-quants do (Q6_Kx8 at 4
-// tokens 319-336 against 435-479). A matrix in L2 (1024x2048) took 18.5 µs against 16.0 for Q8_0x8: the requests
-// cost issue slots, but a request of only a block's first line measured no better than all five.
+// tokens 319-336 against 435-479). A matrix in L2 (1024x2048) took 18.5-18.7 µs against 15.6-16.1 for Q8_0x8: the
+// requests cost issue slots, but requesting only a block's first line, or its first two or four, measured no
+// better than all five; nor did hints into L2 (T1, T2) or NTA instead of L1.
 template <ZmmKind K>
 constexpr bool lone_tile_streams() {
   return K != ZmmKind::Q8_0 && K != ZmmKind::I8;
