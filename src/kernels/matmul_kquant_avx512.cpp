@@ -326,10 +326,12 @@ using Q6_KWideZmmFamily = Q6_KZmmFamily<8, 1>;
 // tokens and more, so the crossing cannot have moved up). On Zen 5, with the stream requests spread over each
 // super-block (zmm against ymm, µs, three alternations): Q6_Kx8 at 3 tokens 197-229 against 238-276 (5632x2048)
 // and 220-260 against 279-310 (2048x5632), at 4 239-269 against 310-335 and 268-303 against 372-424, at 2 no
-// faster (226-241 against 223-246), so Q6_K's zmm tiles start at 3 tokens (Zen 4 not measured since); Q4_Kx8's
-// are still slower at 2-4 tokens (230-310 against 128-218).
+// faster (226-241 against 223-246); Q4_Kx8's are still slower at 2-4 tokens (230-310 against 128-218). On Zen 4,
+// with the Q6_K zmm tile's lighter float step (c0571c9), Q6_K's zmm tiles win at 2 tokens too, so they start
+// there: 5632x2048 314-337 against 373-442, 2048x5632 326-376 against 436-479 (µs, alternating); at 1 token the
+// ymm tile stays ahead (299-314 against 327-340), and Q4_K's zmm tiles lose at 1 and 2 (306-351 against 185-234).
 constexpr int64_t kZmmQ4KMinTokens = 5;
-constexpr int64_t kZmmQ6KMinTokens = 3;
+constexpr int64_t kZmmQ6KMinTokens = 2;
 // From this many tokens Q6_K takes the 8-token tiles (Q6_KWideZmmFamily), while a token block (kZmmBlockBytes
 // of activations) holds two of them: with one tile per column the 32-row tiles are faster, which rows longer
 // than 12288 values (the ffn_down of 7-8B models) would otherwise meet at any batch. 5632x2048 from memory, 2
