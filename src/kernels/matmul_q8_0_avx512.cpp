@@ -22,7 +22,8 @@ void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end
   // block's lines in one burst; the 512-bit tiles' weight stream (Ahead) requests them spread and a column ahead.
   // `tessera bench` batch 1, alternating (Zen 5, 2 threads, TinyLlama shape): Q8_0 37-42 tok/s against 29-34, I8
   // 37-42 against 30-37, Q4_0 58-81 against 49-52 (5632x2048 from memory, µs: Q4_0x8 110-124 against 118-172,
-  // Q8_0x8 and I8x8 both ways).
+  // Q8_0x8 and I8x8 both ways). On Zen 4, Q8_0x8's and I8x8's decode tiles since leave the stream to the hardware
+  // prefetchers (matmul_zmm_inl.h's lone_tile_streams).
   if (args.type == KernelType::Q8_0x8) {
     return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q8_0, Q8_0x8Family>>(args, row_begin, row_end);
   }

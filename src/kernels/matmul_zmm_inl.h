@@ -464,8 +464,8 @@ void zmm_tile_column(const MatmulArgs& a, const PackedBlock<Family::kKind, Famil
   const uint8_t* first = a.w + static_cast<size_t>(group) * 8 * a.row_bytes;
   const typename Family::Column column = Family::template column<NZ>(a, group);
   for_each_balanced_tile(x.tiles, x.tb, [&](auto nt, int64_t t, int64_t tile) {
-    Family::template tile<NZ, decltype(nt)::value>(a, x.tile(t), t, group,
-                                                   tile_ahead(first, next, nb, tile, x.tiles.count, lone_tile_streams<K>()), column);
+    const Ahead ahead = tile_ahead(first, next, nb, tile, x.tiles.count, lone_tile_streams<K>());
+    Family::template tile<NZ, decltype(nt)::value>(a, x.tile(t), t, group, ahead, column);
   });
 }
 
