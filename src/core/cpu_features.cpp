@@ -20,7 +20,12 @@ uint64_t read_xcr0() {
 CpuFeatures probe() {
   CpuFeatures f;
   unsigned eax, ebx, ecx, edx;
+  unsigned max_leaf = 0, vendor[3] = {0, 0, 0};
+  __cpuid(0, max_leaf, vendor[0], vendor[2], vendor[1]);  // the vendor string is in ebx, edx, ecx
+  const bool amd = vendor[0] == 0x68747541 && vendor[1] == 0x69746e65 && vendor[2] == 0x444d4163;  // "AuthenticAMD"
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const unsigned base_family = (eax >> 8) & 0xf;
+  const unsigned family = base_family == 0xf ? base_family + ((eax >> 20) & 0xff) : base_family;
   const bool osxsave = ecx & bit_OSXSAVE;
   const bool avx = ecx & bit_AVX;
   f.fma = ecx & bit_FMA;
@@ -39,6 +44,7 @@ CpuFeatures probe() {
   f.avx512vnni = ecx & bit_AVX512VNNI;
   __cpuid_count(7, 1, eax, ebx, ecx, edx);
   f.avx512bf16 = eax & (1u << 5);
+  f.zmm_on_256bit_units = amd && family == 0x19 && f.avx512f;
 #ifdef TESSERA_AVX512_EMULATED
   // The emulated AVX-512 test build (tests/avx512_emulation): its *_avx512.cpp kernels are SIMDe code compiled for
   // AVX2, so a CPU with AVX2 runs them. Only that build's copy of this library is compiled with the macro.
@@ -93,6 +99,33 @@ Isa active_isa() {
 }
 
 void set_max_isa(Isa isa) { g_max_isa.store(static_cast<int>(isa), std::memory_order_relaxed); }
+
+namespace {
+// -1 until first use; then 1 (ymm) or 0 (zmm), from TESSERA_DECODE_TILES or the CPU, or set_decode_tiles_ymm().
+std::atomic<int> g_decode_tiles_ymm{-1};
+
+int decode_tiles_default() {
+  const char* env = std::getenv("TESSERA_DECODE_TILES");
+  if (env != nullptr && std::string_view(env) == "ymm") return 1;
+  if (env != nullptr && std::string_view(env) == "zmm") return 0;
+  if (env != nullptr && *env != '\0') {
+    std::fprintf(stderr, "tessera: ignoring unknown TESSERA_DECODE_TILES=%s (expected ymm or zmm)\n", env);
+  }
+  return cpu_features().zmm_on_256bit_units ? 1 : 0;
+}
+}  // namespace
+
+bool decode_tiles_ymm() {
+  int value = g_decode_tiles_ymm.load(std::memory_order_relaxed);
+  if (value < 0) {
+    int expected = -1;
+    g_decode_tiles_ymm.compare_exchange_strong(expected, decode_tiles_default());
+    value = g_decode_tiles_ymm.load(std::memory_order_relaxed);
+  }
+  return value == 1;
+}
+
+void set_decode_tiles_ymm(bool ymm) { g_decode_tiles_ymm.store(ymm ? 1 : 0, std::memory_order_relaxed); }
 
 Isa kernel_isa(Isa isa) {
   if (isa >= Isa::Avx512Vnni) return Isa::Avx512Vnni;

@@ -21,6 +21,9 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512bf16 = false;
   bool os_saves_ymm = false, os_saves_zmm = false;  // XCR0: the kernel preserves the wide registers
+  // AVX-512 executed as two halves on 256-bit units (AMD Zen 4, family 19h; Zen 5 and Intel's AVX-512 cores have
+  // 512-bit datapaths). cpuid does not report it; the vendor and family do.
+  bool zmm_on_256bit_units = false;
 };
 
 const CpuFeatures& cpu_features();
@@ -33,6 +36,12 @@ Isa active_isa();
 
 // Caps the level for the whole process (e.g. `--isa avx2`); a cap above the CPU's level has no further effect.
 void set_max_isa(Isa isa);
+
+// Whether one-token matmuls of the 8-bit and Q4_0 interleaved types take the 256-bit tiles at the AVX-512 level
+// (kernels/matmul_q8_0_avx512.cpp says why): cpu_features().zmm_on_256bit_units unless
+// TESSERA_DECODE_TILES (ymm or zmm, read once) or set_decode_tiles_ymm() chose. Either way the same bits.
+bool decode_tiles_ymm();
+void set_decode_tiles_ymm(bool ymm);
 
 // Which kernel family serves `isa`: AVX-512 kernels need VNNI, so Avx512 without it runs the AVX2 kernels.
 Isa kernel_isa(Isa isa);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "core/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_q8_0_inl.h"
 #include "kernels/matmul_ymm_inl.h"
@@ -24,6 +25,13 @@ void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end
   // 37-42 against 30-37, Q4_0 58-81 against 49-52 (5632x2048 from memory, µs: Q4_0x8 110-124 against 118-172,
   // Q8_0x8 and I8x8 both ways). On Zen 4, Q8_0x8's and I8x8's decode tiles since leave the stream to the hardware
   // prefetchers (matmul_zmm_inl.h's lone_tile_streams).
+  // Where 512-bit instructions run as two 256-bit halves (Zen 4: decode_tiles_ymm()), one token takes the 256-bit
+  // tiles after all, for Q8_0x8, I8x8 and Q4_0x8. 5632x2048 from memory, 2 threads, Zen 4, µs, alternating:
+  // Q4_0x8 140-141 against 193-208 in the host's faster minutes, 177 against 215 in a slower one; Q8_0x8 260-262
+  // against 259-281 and 341 against 348; I8x8 231-234 against 242-254 and 319 against 326. `tessera bench
+  // --quick` batch 1, alternating: Q4_0 73.1-75.9 tok/s against 42.8-50.8 (60.8 in a third pair), Q8_0 up to 41.0
+  // (45 GB/s of weights) against 25.4-34.6.
+  if (args.n_tokens == 1 && decode_tiles_ymm()) return q8_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
   if (args.type == KernelType::Q8_0x8) {
     return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q8_0, Q8_0x8Family>>(args, row_begin, row_end);
   }

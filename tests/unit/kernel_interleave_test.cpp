@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernel_test_util.h"
@@ -110,6 +111,36 @@ TEST(Interleave, NonFiniteActivationsKeepBatchInvariance) {
           y, alone, n_out, std::string(tensor_type_name(type)) + " at " + std::string(isa_name(isa))));
     }
   }
+}
+
+// One token at the AVX-512 level takes the 256-bit tiles where 512-bit instructions run on 256-bit units
+// (decode_tiles_ymm(): Zen 4), the 512-bit ones elsewhere: both give the same bits, within the reference's bound,
+// on one thread and two (a thread's odd last group of 8 rows included: 37 groups).
+TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
+  if (detected_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
+  const int64_t n_in = 32 * 21, n_out = 8 * 37;
+  const auto x = random_floats(size_t(n_in), 41);
+  const bool before = decode_tiles_ymm();
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8}) {
+    const Interleaved m = make_interleaved(type, n_out, n_in, 42);
+    std::vector<float> y_ref(static_cast<size_t>(n_out));
+    ThreadPool one(1);
+    matmul_reference(m.rows.view, x.data(), 1, y_ref.data(), one);
+    std::vector<float> by_width[2];
+    for (const bool ymm : {false, true}) {
+      set_decode_tiles_ymm(ymm);
+      by_width[ymm] = outputs_alone(m, x, 1, Isa::Avx512Vnni);
+      ASSERT_NO_FATAL_FAILURE(expect_within_reference_bound(m, x, by_width[ymm], y_ref, 1, Isa::Avx512Vnni));
+      ThreadPool two(2);
+      std::vector<float> y(static_cast<size_t>(n_out));
+      matmul(m.view, x.data(), 1, y.data(), two, Isa::Avx512Vnni);
+      EXPECT_EQ(0, std::memcmp(y.data(), by_width[ymm].data(), sizeof(float) * y.size()))
+          << tensor_type_name(type) << (ymm ? ", 256-bit" : ", 512-bit") << " tiles on 2 threads";
+    }
+    EXPECT_EQ(0, std::memcmp(by_width[0].data(), by_width[1].data(), sizeof(float) * size_t(n_out)))
+        << tensor_type_name(type);
+  }
+  set_decode_tiles_ymm(before);
 }
 
 TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
