@@ -10,7 +10,6 @@
 #include <cstdint>
 
 #include "kernels/matmul_i8_inl.h"
-#include "core/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_ymm_inl.h"
 #include "kernels/matmul_zmm_inl.h"
@@ -19,9 +18,7 @@ namespace tessera::kernels::avx512 {
 
 void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
   // Every batch, decode included, takes the 512-bit tiles (matmul_zmm_inl.h; why and the figures:
-  // matmul_q8_0_avx512.cpp); the 256-bit tiles take a thread's odd last group of 8 rows, with the same bits, and
-  // decode where 512-bit instructions run on 256-bit units (decode_tiles_ymm(); matmul_q8_0_avx512.cpp).
-  if (args.n_tokens == 1 && decode_tiles_ymm()) return i8_rows_ymm<YmmVnni>(args, row_begin, row_end);
+  // matmul_q8_0_avx512.cpp); the 256-bit tiles take a thread's odd last group of 8 rows, with the same bits.
   if (args.type == KernelType::I8x8) {
     return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::I8, I8x8Family>>(args, row_begin, row_end);
   }

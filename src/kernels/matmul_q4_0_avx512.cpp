@@ -20,7 +20,10 @@ namespace tessera::kernels::avx512 {
 void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end) {
   // Every batch, decode included, takes the 512-bit tiles (matmul_zmm_inl.h; why and the figures:
   // matmul_q8_0_avx512.cpp); the 256-bit tiles take a thread's odd last group of 8 rows, with the same bits, and
-  // decode where 512-bit instructions run on 256-bit units (decode_tiles_ymm(); matmul_q8_0_avx512.cpp).
+  // decode where 512-bit instructions run on 256-bit units (decode_tiles_ymm(): Zen 4). There, 5632x2048 from
+  // memory, 2 threads, µs, 256-bit against 512-bit tiles, alternating: 140-141 against 193-208 in the host's faster
+  // minutes, 177 against 215 in a slower one; `tessera bench --quick` Q4_0 batch 1 60.8-75.9 tok/s against
+  // 42.8-50.8 in three pairs. On Zen 5 the 512-bit tiles won (matmul_q8_0_avx512.cpp).
   if (args.n_tokens == 1 && decode_tiles_ymm()) return q4_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
   if (args.type == KernelType::Q4_0x8) {
     return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q4_0, Q4_0x8Family>>(args, row_begin, row_end);

@@ -9,7 +9,6 @@
 
 #include <cstdint>
 
-#include "core/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_q8_0_inl.h"
 #include "kernels/matmul_ymm_inl.h"
@@ -25,13 +24,11 @@ void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end
   // 37-42 against 30-37, Q4_0 58-81 against 49-52 (5632x2048 from memory, µs: Q4_0x8 110-124 against 118-172,
   // Q8_0x8 and I8x8 both ways). On Zen 4, Q8_0x8's and I8x8's decode tiles since leave the stream to the hardware
   // prefetchers (matmul_zmm_inl.h's lone_tile_streams).
-  // Where 512-bit instructions run as two 256-bit halves (Zen 4: decode_tiles_ymm()), one token takes the 256-bit
-  // tiles after all, for Q8_0x8, I8x8 and Q4_0x8. 5632x2048 from memory, 2 threads, Zen 4, µs, alternating:
-  // Q4_0x8 140-141 against 193-208 in the host's faster minutes, 177 against 215 in a slower one; Q8_0x8 260-262
-  // against 259-281 and 341 against 348; I8x8 231-234 against 242-254 and 319 against 326. `tessera bench
-  // --quick` batch 1, alternating: Q4_0 73.1-75.9 tok/s against 42.8-50.8 (60.8 in a third pair), Q8_0 up to 41.0
-  // (45 GB/s of weights) against 25.4-34.6.
-  if (args.n_tokens == 1 && decode_tiles_ymm()) return q8_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
+  // Where 512-bit instructions run as two 256-bit halves (Zen 4: decode_tiles_ymm()), Q4_0x8's one-token products
+  // take the 256-bit tiles after all (matmul_q4_0_avx512.cpp); Q8_0x8's and I8x8's measured level there and stay.
+  // 5632x2048 from memory, 2 threads, Zen 4, µs, 256-bit against 512-bit tiles, alternating: Q8_0x8 260-262
+  // against 259-281 in the host's faster minutes, 341 against 348 in a slower one; I8x8 231-234 against 242-254
+  // and 319 against 326; `tessera bench --quick` Q8_0 batch 1 26.0-41.0 tok/s against 25.4-38.2 in five pairs.
   if (args.type == KernelType::Q8_0x8) {
     return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q8_0, Q8_0x8Family>>(args, row_begin, row_end);
   }
