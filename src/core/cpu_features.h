@@ -38,8 +38,8 @@ Isa active_isa();
 void set_max_isa(Isa isa);
 
 // Whether one-token Q4_0x8 matmuls take the 256-bit tiles at the AVX-512 level (kernels/matmul_q4_0_avx512.cpp
-// says why): cpu_features().zmm_on_256bit_units unless
-// TESSERA_DECODE_TILES (ymm or zmm, read once) or set_decode_tiles_ymm() chose. Either way the same bits.
+// says why): cpu_features().zmm_on_256bit_units, unless TESSERA_DECODE_TILES (ymm or zmm, read once) or
+// set_decode_tiles_ymm() chose. Either way the same bits.
 bool decode_tiles_ymm();
 void set_decode_tiles_ymm(bool ymm);
 
