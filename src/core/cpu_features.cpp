@@ -75,6 +75,19 @@ Isa env_cap() {
 // -1 until first use; then the cap from TESSERA_ISA, lowered by set_max_isa().
 std::atomic<int> g_max_isa{-1};
 
+// A process-wide setting held as an int, -1 until first read: the first reader stores first_value() (from the
+// environment, read once), unless a setter got there before.
+template <typename FirstValue>
+int setting_or_first(std::atomic<int>& setting, FirstValue first_value) {
+  int value = setting.load(std::memory_order_relaxed);
+  if (value < 0) {
+    int expected = -1;
+    setting.compare_exchange_strong(expected, first_value());
+    value = setting.load(std::memory_order_relaxed);
+  }
+  return value;
+}
+
 }  // namespace
 
 const CpuFeatures& cpu_features() {
@@ -88,12 +101,7 @@ Isa detected_isa() {
 }
 
 Isa active_isa() {
-  int cap = g_max_isa.load(std::memory_order_relaxed);
-  if (cap < 0) {
-    int expected = -1;
-    g_max_isa.compare_exchange_strong(expected, static_cast<int>(env_cap()));
-    cap = g_max_isa.load(std::memory_order_relaxed);
-  }
+  const int cap = setting_or_first(g_max_isa, [] { return static_cast<int>(env_cap()); });
   const int detected = static_cast<int>(detected_isa());
   return static_cast<Isa>(cap < detected ? cap : detected);
 }
@@ -115,15 +123,7 @@ int decode_tiles_default() {
 }
 }  // namespace
 
-bool decode_tiles_ymm() {
-  int value = g_decode_tiles_ymm.load(std::memory_order_relaxed);
-  if (value < 0) {
-    int expected = -1;
-    g_decode_tiles_ymm.compare_exchange_strong(expected, decode_tiles_default());
-    value = g_decode_tiles_ymm.load(std::memory_order_relaxed);
-  }
-  return value == 1;
-}
+bool decode_tiles_ymm() { return setting_or_first(g_decode_tiles_ymm, decode_tiles_default) == 1; }
 
 void set_decode_tiles_ymm(bool ymm) { g_decode_tiles_ymm.store(ymm ? 1 : 0, std::memory_order_relaxed); }
 

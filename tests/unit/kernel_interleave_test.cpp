@@ -121,7 +121,11 @@ TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
   if (detected_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
   const int64_t n_in = 32 * 21, n_out = 8 * 37;
   const auto x = random_floats(size_t(n_in), 41);
-  const bool before = decode_tiles_ymm();
+  // The process-wide choice as it was, back after the test however it ends.
+  struct RestoreDecodeTiles {
+    bool ymm = decode_tiles_ymm();
+    ~RestoreDecodeTiles() { set_decode_tiles_ymm(ymm); }
+  } restore;
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8}) {
     const Interleaved m = make_interleaved(type, n_out, n_in, 42);
     std::vector<float> y_ref(static_cast<size_t>(n_out));
@@ -141,7 +145,6 @@ TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
     EXPECT_EQ(0, std::memcmp(by_width[0].data(), by_width[1].data(), sizeof(float) * size_t(n_out)))
         << tensor_type_name(type);
   }
-  set_decode_tiles_ymm(before);
 }
 
 TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
