@@ -330,8 +330,12 @@ using Q6_KWideZmmFamily = Q6_KZmmFamily<8, 1>;
 // with the Q6_K zmm tile's lighter float step (c0571c9), Q6_K's zmm tiles win at 2 tokens too, so they start
 // there: 5632x2048 314-337 against 373-442, 2048x5632 326-376 against 436-479 (µs, alternating); at 1 token the
 // ymm tile stays ahead (299-314 against 327-340), and Q4_K's zmm tiles lose at 1 and 2 (306-351 against 185-234).
+// Since the ymm tiles of up to two tokens leave the stream to the hardware prefetchers (matmul_kquant_inl.h's
+// q6_kx8_requests_ahead), Q6_K's 2-token products are the ymm tile's again: 201-287 against 323-329 (Zen 4,
+// alternating). At 3 tokens the zmm tile (319-324) measured behind a ymm tile without requests (286-302) too, but
+// the AVX2 level's 3-token tile wants its requests, and one threshold serves both levels.
 constexpr int64_t kZmmQ4KMinTokens = 5;
-constexpr int64_t kZmmQ6KMinTokens = 2;
+constexpr int64_t kZmmQ6KMinTokens = 3;
 // From this many tokens Q6_K takes the 8-token tiles (Q6_KWideZmmFamily), while a token block (kZmmBlockBytes
 // of activations) holds two of them: with one tile per column the 32-row tiles are faster, which rows longer
 // than 12288 values (the ffn_down of 7-8B models) would otherwise meet at any batch. 5632x2048 from memory, 2

@@ -295,6 +295,19 @@ TESSERA_INLINE inline __m256 q4_k_finish(__m256 acc, __m256i qx, __m256i mins, _
 // against 216-248 with VNNI, 210-227 against 262-291 at the AVX2 level, where 8 tokens take 416-419 against
 // 458-517. Fewer sums (decode) stay unrolled: looped, 1-2 tokens were slower (130-150 against 90-134 at 1).
 constexpr int kQ4_Kx8LoopSums = 4;
+
+// Whether a 256-bit K-quant tile requests its weights ahead (prefetch_block_part_at). Decode's tiles do not: for
+// a tile of one sum (Q4_Kx8: one token, one group) or of up to two tokens (Q6_Kx8) the hardware prefetchers kept
+// up with the stream better, as for the 8-bit types' lone 512-bit tiles (matmul_zmm_inl.h's lone_tile_streams).
+// 5632x2048 from memory, 2 threads, Zen 4, µs, alternating with the requests: at 1 token Q4_Kx8 107-175 against
+// 149-191, Q6_Kx8 175-263 against 280-305 (over F16x32's time in the same run: 0.25-0.31 against 0.33-0.44, and
+// 0.42-0.50 against 0.52-0.83; the weights' share is 0.28 and 0.41); Q6_Kx8 at 2 tokens 201-287 against 373-442
+// (and 323-329 on its 512-bit tile). The AVX2 level likewise at 1-2 tokens. The requests stay where they help:
+// Q4_Kx8 at 4 tokens 208-222 against 296-300 without, Q6_Kx8's AVX2 3-token tile 316-384 against 330-402; Q4_Kx8 at
+// 2 tokens measured level either way.
+constexpr bool q4_kx8_requests_ahead(int sums) { return sums > 1; }
+constexpr bool q6_kx8_requests_ahead(int tokens) { return tokens > 2; }
+
 template <typename Isa, int NT, int NG = 1>
 __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t t0, int64_t group) {
   constexpr int kBlockBytes = 1152;  // 36 vectors: (d, dmin), 3 of packed scales, 32 of quants
@@ -324,7 +337,8 @@ __attribute__((noinline, flatten)) void tile_q4_kx8(const MatmulArgs& a, int64_t
       static_for<2>([&](auto half) TESSERA_INLINE {
         const int j = 2 * chunk + decltype(half)::value;
         constexpr bool high = decltype(half)::value == 1;
-        static_for<NG>([&](auto g) TESSERA_INLINE { prefetch_block_part_at<kBlockBytes, 8>(blk[g], j); });
+        if constexpr (q4_kx8_requests_ahead(NT * NG))
+          static_for<NG>([&](auto g) TESSERA_INLINE { prefetch_block_part_at<kBlockBytes, 8>(blk[g], j); });
         __m256i sum[kChains][NG][NT];  // int16 pairs (AVX2) or int32 (VNNI)
         static_for<kChains>([&](auto c) TESSERA_INLINE {
           static_for<NG>([&](auto g) TESSERA_INLINE {
@@ -514,7 +528,7 @@ __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t
     alignas(32) Q6_Kx8Scales s;
     q6_kx8_scales(blk, s);
     for_steps<8, (NT < kQ6_Kx8LoopTokens)>([&](int b) TESSERA_INLINE {
-      prefetch_block_part_at<kQ6_Kx8BlockBytes, 8>(blk, b);
+      if constexpr (q6_kx8_requests_ahead(NT)) prefetch_block_part_at<kQ6_Kx8BlockBytes, 8>(blk, b);
       q6_kx8_block<NT>(blk, s, x, sb, b, sb_sum);
     });
     q6_kx8_finish<NT>(sb_sum, s.d, acc);
