@@ -332,7 +332,7 @@ using Q6_KWideZmmFamily = Q6_KZmmFamily<8, 1>;
 // ymm tile stays ahead (299-314 against 327-340), and Q4_K's zmm tiles lose at 1 and 2 (306-351 against 185-234).
 // Since the ymm tiles of up to two tokens leave the stream to the hardware prefetchers (matmul_kquant_inl.h's
 // q6_kx8_requests_ahead), Q6_K's 2-token products are the ymm tile's again: 201-287 against 323-329 (Zen 4,
-// alternating). At 3 tokens the zmm tile (319-324) measured behind a ymm tile without requests (286-302) too, but
+// alternating). At 3 tokens the zmm tile (319-330) measured behind a ymm tile without requests (286-304) too, but
 // the AVX2 level's 3-token tile wants its requests, and one threshold serves both levels.
 constexpr int64_t kZmmQ4KMinTokens = 5;
 constexpr int64_t kZmmQ6KMinTokens = 3;
