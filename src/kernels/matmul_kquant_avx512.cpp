@@ -330,12 +330,14 @@ using Q6_KWideZmmFamily = Q6_KZmmFamily<8, 1>;
 // with the Q6_K zmm tile's lighter float step (c0571c9), Q6_K's zmm tiles win at 2 tokens too, so they start
 // there: 5632x2048 314-337 against 373-442, 2048x5632 326-376 against 436-479 (µs, alternating); at 1 token the
 // ymm tile stays ahead (299-314 against 327-340), and Q4_K's zmm tiles lose at 1 and 2 (306-351 against 185-234).
-// Since the ymm tiles of up to two tokens leave the stream to the hardware prefetchers (matmul_kquant_inl.h's
-// q6_kx8_requests_ahead), Q6_K's 2-token products are the ymm tile's again: 201-287 against 323-329 (Zen 4,
-// alternating). At 3 tokens the zmm tile (319-330) measured behind a ymm tile without requests (286-304) too, but
-// the AVX2 level's 3-token tile wants its requests, and one threshold serves both levels.
+// A ymm tile of 2 tokens without requests (matmul_kquant_inl.h's q6_kx8_requests_ahead) beat the zmm tiles on
+// TinyLlama's shorter rows, 5632x2048 201-287 against 323-329 and 2048x2048 92-96 against 117-119, but lost on
+// longer ones: 2048x5632 360-694 against 310-354, and at a 7-8B model's shapes 4096x4096 547-573 against 458-495,
+// 4096x14336 2032-2816 against 1585-1671, 14336x4096 2012-2085 against 1703-2006 (Zen 4, µs, alternating); in
+// the model (TinyLlama, one draft token's verification) the two measured level. So 2 tokens stay on zmm; so do
+// 3, where a ymm tile without requests lost in the model too (38-41 ms a step against 33-36).
 constexpr int64_t kZmmQ4KMinTokens = 5;
-constexpr int64_t kZmmQ6KMinTokens = 3;
+constexpr int64_t kZmmQ6KMinTokens = 2;
 // From this many tokens Q6_K takes the 8-token tiles (Q6_KWideZmmFamily), while a token block (kZmmBlockBytes
 // of activations) holds two of them: with one tile per column the 32-row tiles are faster, which rows longer
 // than 12288 values (the ffn_down of 7-8B models) would otherwise meet at any batch. 5632x2048 from memory, 2

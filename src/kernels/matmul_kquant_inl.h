@@ -301,10 +301,12 @@ constexpr int kQ4_Kx8LoopSums = 4;
 // up with the stream better, as for the 8-bit types' lone 512-bit tiles (matmul_zmm_inl.h's lone_tile_streams).
 // 5632x2048 from memory, 2 threads, Zen 4, µs, alternating with the requests: at 1 token Q4_Kx8 107-179 against
 // 149-245, Q6_Kx8 175-273 against 279-391 (over F16x32's time in the same run: 0.25-0.33 against 0.30-0.44, and
-// 0.42-0.51 against 0.49-0.83; the weights' share is 0.28 and 0.41); Q6_Kx8 at 2 tokens 201-287 against 379-397
-// (and 323-329 on its 512-bit tile). The AVX2 level likewise at 1-2 tokens. The requests stay where they help:
-// Q4_Kx8 at 4 tokens 208-222 against 296-300 without, Q6_Kx8's AVX2 3-token tile 316-384 against 330-402; Q4_Kx8 at
-// 2 tokens measured level either way. Not measured on Zen 5, where the spread requests were chosen over bursts.
+// 0.42-0.51 against 0.49-0.83; the weights' share is 0.28 and 0.41), and likewise at a 7-8B model's shapes
+// (4096x14336 Q4_Kx8 940 against 1195, Q6_Kx8 1472 against 1793; 14336x4096 913 against 1037-1125, 1363-1382
+// against 1663-1740). Q6_Kx8 at 2 tokens 201-287 against 379-397 (5632x2048; at the AVX2 level 231-287 against
+// 406-540, and level at 4096x4096 and 4096x14336). The requests stay where they help: Q4_Kx8 at 4 tokens 208-222
+// against 296-300 without, Q6_Kx8's AVX2 3-token tile 316-384 against 330-402; Q4_Kx8 at 2 tokens measured level
+// either way. Not measured on Zen 5, where the spread requests were chosen over bursts.
 constexpr bool q4_kx8_requests_ahead(int sums) { return sums > 1; }
 constexpr bool q6_kx8_requests_ahead(int tokens) { return tokens > 2; }
 
