@@ -64,19 +64,24 @@ Isa level_of(const CpuFeatures& f) {
   return Isa::Avx512Bf16;
 }
 
+// Read once per process (a function-local static): threads that race to a setting's first use
+// (setting_or_first) all get it, and a bad value is reported once.
 Isa env_cap() {
-  const char* env = std::getenv("TESSERA_ISA");
-  if (env == nullptr || *env == '\0') return Isa::Avx512Bf16;
-  if (const auto isa = isa_from_name(env)) return *isa;
-  std::fprintf(stderr, "tessera: ignoring unknown TESSERA_ISA=%s (expected scalar, avx2 or avx512)\n", env);
-  return Isa::Avx512Bf16;
+  static const Isa cap = [] {
+    const char* env = std::getenv("TESSERA_ISA");
+    if (env == nullptr || *env == '\0') return Isa::Avx512Bf16;
+    if (const auto isa = isa_from_name(env)) return *isa;
+    std::fprintf(stderr, "tessera: ignoring unknown TESSERA_ISA=%s (expected scalar, avx2 or avx512)\n", env);
+    return Isa::Avx512Bf16;
+  }();
+  return cap;
 }
 
 // -1 until first use; then the cap from TESSERA_ISA, lowered by set_max_isa().
 std::atomic<int> g_max_isa{-1};
 
 // A process-wide setting held as an int, -1 until first read: the first reader stores first_value() (from the
-// environment, read once), unless a setter got there before.
+// environment, read once: readers racing to it may each call first_value()), unless a setter got there before.
 template <typename FirstValue>
 int setting_or_first(std::atomic<int>& setting, FirstValue first_value) {
   int value = setting.load(std::memory_order_relaxed);
@@ -112,14 +117,18 @@ namespace {
 // -1 until first use; then 1 (ymm) or 0 (zmm), from TESSERA_DECODE_TILES or the CPU, or set_decode_tiles_ymm().
 std::atomic<int> g_decode_tiles_ymm{-1};
 
+// Read once per process, as env_cap() is.
 int decode_tiles_default() {
-  const char* env = std::getenv("TESSERA_DECODE_TILES");
-  if (env != nullptr && std::string_view(env) == "ymm") return 1;
-  if (env != nullptr && std::string_view(env) == "zmm") return 0;
-  if (env != nullptr && *env != '\0') {
+  static const int value = [] {
+    const int by_cpu = cpu_features().zmm_on_256bit_units ? 1 : 0;
+    const char* env = std::getenv("TESSERA_DECODE_TILES");
+    if (env == nullptr || *env == '\0') return by_cpu;
+    if (std::string_view(env) == "ymm") return 1;
+    if (std::string_view(env) == "zmm") return 0;
     std::fprintf(stderr, "tessera: ignoring unknown TESSERA_DECODE_TILES=%s (expected ymm or zmm)\n", env);
-  }
-  return cpu_features().zmm_on_256bit_units ? 1 : 0;
+    return by_cpu;
+  }();
+  return value;
 }
 }  // namespace
 
