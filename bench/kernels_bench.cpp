@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -129,6 +130,35 @@ void BM_Softmax(benchmark::State& state) {
   }
 }
 
+// SwiGLU over one token's FFN activations at TinyLlama's width (5632).
+void BM_Swiglu(benchmark::State& state) {
+  std::vector<float> gate(5632), up(gate.size()), out(gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = float(int(i % 29) - 14) * 0.25f, up[i] = float(i % 7) * 0.5f;
+  for (auto _ : state) {
+    swiglu(gate.data(), up.data(), int64_t(gate.size()), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(double(gate.size()) * double(state.iterations()),
+                                                  benchmark::Counter::kIsRate);
+}
+
+// Rope on one token's query heads at TinyLlama's shape (32 heads of 64), with the position's cos/sin computed
+// beforehand, as the forward pass calls it per layer. Arg: 0 interleaved pairs (Llama GGUF), 1 NeoX halves (Qwen).
+void BM_Rope(benchmark::State& state) {
+  const RopeLayout layout = state.range(0) == 0 ? RopeLayout::Interleaved : RopeLayout::NeoX;
+  constexpr int64_t kHeads = 32, kHeadDim = 64;
+  std::vector<float> x(kHeads * kHeadDim), inv_freq(kHeadDim / 2), cos(inv_freq.size()), sin(inv_freq.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 13) * 0.1f;
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / kHeadDim);
+  rope_cos_sin(100, inv_freq.data(), int64_t(inv_freq.size()), cos.data(), sin.data());
+  for (auto _ : state) {
+    rope_precomputed(x.data(), kHeads, kHeadDim, cos.data(), sin.data(), layout);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(double(x.size()) * double(state.iterations()),
+                                                  benchmark::Counter::kIsRate);
+}
+
 // Attention for one layer on one thread, as the forward pass calls it, over TinyLlama's heads (32 query, 4 kv,
 // head_dim 64, 22 layers) and an f16 KvPool in 16-position blocks: a whole prompt in runs of 8 tokens, or one decode
 // step at the last position. Counter: GFLOP/s (QK and PV, 2 flops per multiply-add, causal).
@@ -247,6 +277,8 @@ BENCHMARK(BM_AttentionDecodeCold)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RmsNorm);
 BENCHMARK(BM_Softmax);
+BENCHMARK(BM_Rope)->Arg(0)->Arg(1);
+BENCHMARK(BM_Swiglu);
 BENCHMARK(BM_Attention)->Args({512, 8})->Args({2048, 8})->Args({256, 1})->Args({2048, 1})->Args({8192, 1})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
