@@ -184,7 +184,8 @@ void row_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end, int bloc
 // µs, five alternations): Q6_Kx8 at 1 token 117-140 against 129-179, at 2 165-180 against 189-245; Q4_Kx8 at 1
 // 89-112 against 97-147, at 4 276-297 against 282-373 (5632x2048: Q6_K 1-2 tokens 5-10 % less, Q4_K at 4 tokens
 // 5-10 % more); the AVX2 level on the same machine level or faster at 1-4 tokens. Decode's tiles have since
-// dropped the requests altogether (matmul_kquant_inl.h's q4_kx8_requests_ahead: measured on Zen 4).
+// dropped the requests altogether (matmul_kquant_inl.h's q4_kx8_requests_ahead: measured on Zen 4), and so
+// have Q4_0x8's (matmul_q4_0_inl.h's q4_0x8_requests_ahead).
 TESSERA_INLINE inline const uint8_t* group_block_unrequested(const MatmulArgs& a, int64_t group, int64_t b,
                                                              int block_bytes) {
   return a.w + static_cast<size_t>(group) * 8 * a.row_bytes + b * block_bytes;
