@@ -21,8 +21,9 @@ namespace {
 // Whether a Q4_0x8 tile requests its blocks ahead (group_block). Decode's (one token, one group) does not: as for
 // the K-quants' (matmul_kquant_inl.h's q4_kx8_requests_ahead), the hardware prefetchers keep up with one stream
 // better. 1 token from memory, 2 threads, Zen 4, over F16x32's rate in the same run, in the host's faster minutes
-// (F16x32 at 50-59 GB/s): 5632x2048 0.93-0.96 without against 0.67-0.85 with, 2048x5632 0.78-0.85 against
-// 0.58-0.68; in its slower minutes (35-40 GB/s) 0.96-1.08 against 0.88-1.00.
+// (F16x32 at 50-70 GB/s): 5632x2048 0.83-0.96 without against 0.67-0.85 with, 2048x5632 0.71-0.85 against
+// 0.58-0.68, 2048x2048 0.78-0.82 against 0.59-0.77, 256x2048 0.55-0.57 against 0.48-0.50; in its slower minutes
+// level (5632x2048 0.94-1.08 against 0.92-1.01); at the AVX2 level 0.99-1.16 against 0.82-1.05.
 constexpr bool q4_0x8_requests_ahead(int sums) { return sums > 1; }
 
 template <int NT, int NG = 1>

@@ -36,7 +36,7 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* 
 }
 
 // Full vectors load and store plainly; only a head's tail takes the masked forms, whose stores are slow on AMD:
-// with every vector masked, 32 heads of 64 took 1.3-1.5 µs on Zen 4, 0.10-0.12 µs now (kernels_bench BM_Rope).
+// with every vector masked, 32 heads of 64 took 0.95-1.5 µs on Zen 4, 0.10-0.15 µs now (kernels_bench BM_Rope).
 void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, bool neox) {
   const int64_t half = head_dim / 2;
   if (neox) {
