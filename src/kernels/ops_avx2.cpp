@@ -40,7 +40,7 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* 
 void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, bool neox) {
   const int64_t half = head_dim / 2;
   if (neox) {
-    auto rotate = [&](float* a, float* b, __m256 c, __m256 s, __m256 x0, __m256 x1, auto store) {
+    auto rotate = [](float* a, float* b, __m256 c, __m256 s, __m256 x0, __m256 x1, auto store) {
       store(a, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
       store(b, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
     };
@@ -79,8 +79,9 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const f
   }
   if (i < half) {
     const int64_t left = half - i;
-    const __m256 c = _mm256_permutevar8x32_ps(_mm256_maskload_ps(cos + i, tail_mask(left)), widen);
-    const __m256 s = _mm256_mul_ps(_mm256_permutevar8x32_ps(_mm256_maskload_ps(sin + i, tail_mask(left)), widen), sign);
+    const __m256i m_pairs = tail_mask(left);
+    const __m256 c = _mm256_permutevar8x32_ps(_mm256_maskload_ps(cos + i, m_pairs), widen);
+    const __m256 s = _mm256_mul_ps(_mm256_permutevar8x32_ps(_mm256_maskload_ps(sin + i, m_pairs), widen), sign);
     const __m256i m = tail_mask(2 * left);
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + h * head_dim + 2 * i;
