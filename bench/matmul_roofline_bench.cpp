@@ -7,7 +7,8 @@
 // Run: matmul_roofline_bench [reps] [types...]   e.g. matmul_roofline_bench 15 Q8_0 Q8_0x8 I8 INT4 INT4_G128 F16x32
 // Types are timed interleaved (each repetition runs every type once), so their ratios compare like with like.
 // BF16x32p: BF16 panels with bf16 products, the default for BF16 weights (activations rounded to bf16,
-// vdpbf16ps; AVX-512 BF16 machines); BF16x32 is the exact fp32 path (--fp32-activations).
+// vdpbf16ps; AVX-512 BF16 machines); BF16x32 is the exact fp32 path (--fp32-activations). F32x32 and FP8x32:
+// F32 and FP8 E4M3 panels.
 // TESSERA_BENCH_TOKENS=1,16,512 picks the token counts (default 1,4,16,32,128,512).
 // TESSERA_BENCH_THREADS=1 times one thread by its CPU time, the steadier number on a busy machine.
 #include <immintrin.h>
@@ -135,7 +136,7 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
       std::memcpy(w.group_params.data() + c * param_count, w.group_params.data(), param_count * 2);
     }
     WeightMatrix m{type, kNOut, kNIn, w.data.get() + c * data_bytes, row_bytes,
-                   type == TensorType::I8 ? w.scales.data() : nullptr};
+                   type == TensorType::I8 || type == TensorType::FP8_E4M3 ? w.scales.data() : nullptr};
     if (interleaved) m.layout = interleaved_layout(type);
     m.bf16_products = bf16_products;
     if (type == TensorType::INT4) {
@@ -179,6 +180,8 @@ int main(int argc, char** argv) {
     if (a == "Q6_Kx8") types.push_back({TensorType::Q6_K, 0, true});
     if (a == "F16x32") types.push_back({TensorType::F16, 0, true});
     if (a == "BF16x32") types.push_back({TensorType::BF16, 0, true});
+    if (a == "F32x32") types.push_back({TensorType::F32, 0, true});
+    if (a == "FP8x32") types.push_back({TensorType::FP8_E4M3, 0, true});
     if (a == "BF16x32p") types.push_back({TensorType::BF16, 0, true, true});
     for (TensorType t : {TensorType::Q8_0, TensorType::I8, TensorType::Q4_0, TensorType::F16, TensorType::Q4_K,
                          TensorType::Q6_K})

@@ -39,15 +39,16 @@ TESSERA_INLINE inline typename PV::V panel_load(const uint8_t* p) {
 }
 
 // A tile's NV weight vectors at byte `at` of their streams (w, from panel_vectors). FP8 comes as its value · 2^-8
-// (kernels/fp8_fp16_inl.h; panel_scales restores the 2^8 with the row scale), two vectors per widening: vectors
-// 2i and 2i + 1 are adjacent rows of one panel (a tile's first row is a multiple of 2L into its panel), so their
-// 2L bytes are contiguous. Widening 32 bytes at once took 6 vector operations per 32 weights against 10 one
-// vector at a time.
+// (kernels/fp8_fp16_inl.h; panel_scales restores the 2^8 with the row scale), two vectors per widening where the
+// tile has an even count: vectors 2i and 2i + 1 are adjacent rows of one panel (a tile's first row is a multiple
+// of 2L into its panel), so their 2L bytes are contiguous. Widening 32 bytes at once took 6 vector operations per
+// 32 weights against 10 one vector at a time; a one-vector tile widens its vector alone.
 template <typename PV, KernelType T, int NV>
 TESSERA_INLINE inline void panel_load_tile(const uint8_t* const (&w)[NV], int64_t at, typename PV::V (&wv)[NV]) {
-  if constexpr (T == KernelType::FP8x32) {
-    static_assert(NV % 2 == 0, "FP8 panels load vectors in pairs");
+  if constexpr (T == KernelType::FP8x32 && NV % 2 == 0) {
     static_for<NV / 2>([&](auto i) TESSERA_INLINE { PV::load_fp8_scaled_pair(w[2 * i] + at, wv[2 * i], wv[2 * i + 1]); });
+  } else if constexpr (T == KernelType::FP8x32) {
+    static_for<NV>([&](auto v) TESSERA_INLINE { wv[v] = PV::load_fp8_scaled(w[v] + at); });
   } else {
     static_for<NV>([&](auto v) TESSERA_INLINE { wv[v] = panel_load<PV, T>(w[v] + at); });
   }
@@ -118,14 +119,14 @@ __attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, i
 
 // NV vectors of rows from r0 × NT tokens from t0 over k in [k0, k0 + n_k), the activations packed as
 // xp[(k - k0) · NT + t]: the prompt tile. `first`: the chain starts here; otherwise it continues from y.
-// `ahead`, if not null: the same k range of the next tile's rows (the first token tile of each tile of rows
+// `ahead`, if not null: the same k range of the next step's rows (PV::kPackedRows: the first tile of each step
 // requests them, so that they arrive while this one computes: a 16-token step otherwise read each chunk of
 // weights from memory and computed on it in turn).
 template <typename PV, KernelType T, int NV, int NT>
 __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, int64_t r0, int64_t t0, const float* xp,
                                                           int64_t k0, int64_t n_k, bool first, const uint8_t* ahead) {
   constexpr int64_t L = PV::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
-  constexpr int64_t kTileBytes = NV * L * panel_elem_bytes<T>();  // per k: a panel's slice, or part of it
+  constexpr int64_t kStepBytes = PV::kPackedRows * panel_elem_bytes<T>();  // per k: a panel's slice, or half of it
   const uint8_t* w[NV];
   panel_vectors<PV, T, NV>(a, r0, w);
   static_for<NV>([&](auto v) TESSERA_INLINE { w[v] += k0 * kSlice; });
@@ -136,9 +137,12 @@ __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, i
       acc[v][t] = first ? PV::zero() : PV::load(a.y + (t0 + t) * a.n_out + r0 + v * L);
     });
   });
+  // The step's tiles share its requests: tile `part` of kParts requests them at every kParts-th k.
+  constexpr int64_t kParts = PV::kPackedRows / (NV * L);
+  const int64_t part = r0 / (NV * L) % kParts;
   for (int64_t k = 0; k < n_k; ++k) {
-    if (ahead != nullptr) {
-      static_for<(kTileBytes + 63) / 64>([&](auto line) TESSERA_INLINE { prefetch(ahead + k * kSlice + 64 * line); });
+    if (ahead != nullptr && (kParts == 1 || k % kParts == part)) {
+      static_for<(kStepBytes + 63) / 64>([&](auto line) TESSERA_INLINE { prefetch(ahead + k * kSlice + 64 * line); });
     }
     typename PV::V wv[NV];
     panel_load_tile<PV, T, NV>(w, k * kSlice, wv);
@@ -189,27 +193,39 @@ void pack_panel_tokens(const float* x, int64_t n_in, int64_t n_tokens, int64_t t
   }
 }
 
+// One packed tile of NT tokens from t over the PV::kPackedRows rows from r, in tiles of PV::packed_vectors<T>(NT)
+// vectors of rows.
+template <typename PV, KernelType T, int NT>
+TESSERA_INLINE inline void panel_step_tile(const MatmulArgs& a, int64_t r, int64_t t, const float* xp, int64_t k0,
+                                           int64_t n_k, const uint8_t* ahead) {
+  constexpr int NV = PV::template packed_vectors<T>(NT), kRows = NV * PV::kLanes;
+  static_assert(PV::kPackedRows % kRows == 0 && NV * NT <= PV::kMaxAccumulators);
+  static_for<PV::kPackedRows / kRows>([&](auto i) TESSERA_INLINE {
+    panel_tile_packed<PV, T, NV, NT>(a, r + i * kRows, t, xp, k0, n_k, k0 == 0, ahead);
+  });
+}
+
 template <typename PV, KernelType T>
 void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  constexpr int NV = PV::kPackedVectors, NT = PV::kPackedTokens;
-  constexpr int64_t L = PV::kLanes;
-  static_assert((NV * L) % kPanelRows == 0 || kPanelRows % (NV * L) == 0);
+  constexpr int NT = PV::kPackedTokens;
+  constexpr int64_t kStep = PV::kPackedRows;
+  static_assert(kStep % kPanelRows == 0 || kPanelRows % kStep == 0);
   const TileOrder order = panel_order<PV>(a.n_tokens, a.n_in);
   const int64_t chunk = order.chunk();
   for (int64_t tb = 0; tb < a.n_tokens; tb += order.block_tokens) {
     const int64_t te = tb + order.block(tb);
     for (int64_t k0 = 0; k0 < a.n_in; k0 += chunk) {
       const int64_t n_k = std::min(chunk, a.n_in - k0);
-      for (int64_t r = row_begin; r < row_end; r += NV * L) {
-        // The next tile of rows: the rest of this panel, or the next panel (past row_end: another thread's, which
+      for (int64_t r = row_begin; r < row_end; r += kStep) {
+        // The next step's rows: the rest of this panel, or the next panel (past row_end: another thread's, which
         // is harmless to request).
-        const int64_t next = r + NV * L;
+        const int64_t next = r + kStep;
         const uint8_t* ahead = a.w + size_t(next / kPanelRows) * kPanelRows * a.row_bytes +
                                size_t(next % kPanelRows) * panel_elem_bytes<T>();
         if (next >= a.n_out) ahead = nullptr;
         for_each_tile<NT>(tb, te, [&](auto nt, int64_t t) {
-          panel_tile_packed<PV, T, NV, decltype(nt)::value>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k,
-                                                            k0 == 0, t == tb ? ahead : nullptr);
+          panel_step_tile<PV, T, decltype(nt)::value>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k,
+                                                      t == tb ? ahead : nullptr);
         });
       }
     }
