@@ -139,8 +139,8 @@ __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, i
   });
   // The step's tiles share its requests: tile `part` of kParts requests them at every kParts-th k. The first of
   // two one-vector tiles requesting all of them (in half the step's time) measured slower: 16 tokens from memory,
-  // 2 threads, Zen 4, GFLOP/s, 5632x2048 212-217 against 186-203, 2048x2048 202-211 against 178-195, 2048x5632
-  // level (189-203 against 186-196).
+  // 2 threads, Zen 4, GFLOP/s, 5632x2048 212-222 against 186-203, 2048x2048 202-211 against 178-195, 2048x5632
+  // level (189-203 against 186-203).
   constexpr int64_t kParts = PV::kPackedRows / (NV * L);
   const int64_t part = r0 / (NV * L) % kParts;
   for (int64_t k = 0; k < n_k; ++k) {
