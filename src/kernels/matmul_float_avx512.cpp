@@ -118,16 +118,17 @@ void zmm_float_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 // The float panel tiles on zmm (matmul_panel_inl.h: PV). A prompt's activations are packed 16 tokens to a tile; a tile
 // of 13-16 tokens runs on one vector of rows at a time (16 accumulators; the panel's two halves in turn), so that each
 // weight vector's conversion (F16's vcvtph2ps, BF16's widening, FP8's) feeds 16 FMAs, and a tile of up to 12 (a block's
-// last) on two (24 accumulators; one vector over 12 tokens took 98 GFLOP/s against 106). 5632x2048 from L3, one thread,
-// Zen 4, in GFLOP/s, against the former 2-vector × 12-token tiles (16 tokens as 12 + 4): F16 at 16 tokens 103-109
-// against 98-102, 128 tokens 111-115 against 102-105, 512 tokens 106-114 against 100-104; BF16 (fp32 products) alike;
-// FP8 114-116 against 84-85 at 16 tokens, 107-115 against 90-91 at 512; F32 (no conversion) level but for 16 tokens
-// (104-106 against 94-103). 1-4 tokens take one panel per tile (panel_tile_direct), so a tile reads one stream of
-// weights: 4 panels (8 vectors) at one token, 3 at three and 2 at four took 15-30 % longer per 1-token product (F16,
-// BF16, F32, FP8, TinyLlama's four shapes, 2 threads, Zen 5; the variants interleaved call by call in one process),
-// 5-20 % at 2-4 tokens. Likely in part because each stream requests its line kPrefetchBytes ahead into L1 and 4
-// streams' 16 KiB windows exceed Zen 5's 48 KiB L1D: 4 streams with 4 KiB windows were 7 % faster than with 16 KiB, yet
-// still slower than one stream.
+// last) on two (24 accumulators: one vector over 12 tokens measured BF16 with fp32 products at 98 GFLOP/s against 106,
+// F32 at 89-96 against 100-101, F16 at 101 and 115 against 106). 5632x2048 from L3, one thread, Zen 4, in GFLOP/s,
+// against the former 2-vector × 12-token tiles (16 tokens as 12 + 4): F16 at 16 tokens 103-109 against 98-102, 128
+// tokens 111-115 against 102-105, 512 tokens 106-114 against 100-104; BF16 (fp32 products) alike; FP8 114-116 against
+// 84-85 at 16 tokens, 107-115 against 90-91 at 512; F32 (no conversion) level but for 16 tokens (104-106 against
+// 94-103). 1-4 tokens take one panel per tile (panel_tile_direct), so a tile reads one stream of weights: 4 panels (8
+// vectors) at one token, 3 at three and 2 at four took 15-30 % longer per 1-token product (F16, BF16, F32, FP8,
+// TinyLlama's four shapes, 2 threads, Zen 5; the variants interleaved call by call in one process), 5-20 % at 2-4
+// tokens. Likely in part because each stream requests its line kPrefetchBytes ahead into L1 and 4 streams' 16 KiB
+// windows exceed Zen 5's 48 KiB L1D: 4 streams with 4 KiB windows were 7 % faster than with 16 KiB, yet still slower
+// than one stream.
 struct PanelZmm {
   using V = __m512;
   static constexpr int kLanes = 16;
