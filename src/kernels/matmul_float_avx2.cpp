@@ -20,7 +20,6 @@ struct PanelYmm {
   using V = __m256;
   static constexpr int kLanes = 8;
   static constexpr int kPackedRows = 16, kPackedTokens = 6, kMaxAccumulators = 12;
-  template <KernelType>
   static constexpr int packed_vectors(int) { return 2; }
   // k per chunk and tokens per block of a prompt (matmul_panel_inl.h): a block's chunk of activations (120 ×
   // 512 floats, 240 KiB) stays in a Zen 3 core's 512 KiB L2 while the tiles of rows pass over it, and a tile's

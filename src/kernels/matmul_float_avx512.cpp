@@ -133,7 +133,6 @@ struct PanelZmm {
   using V = __m512;
   static constexpr int kLanes = 16;
   static constexpr int kPackedRows = 32, kPackedTokens = 16, kMaxAccumulators = 24;
-  template <KernelType>
   static constexpr int packed_vectors(int n_tokens) { return n_tokens <= 12 ? 2 : 1; }
   // k per chunk and tokens per block of a prompt (matmul_panel_inl.h). Per F16 product on Zen 4 (128 and 512
   // tokens, three alternations), 2048 values and 180 tokens gave 196-208 GFLOP/s against 190-204 for the AVX2

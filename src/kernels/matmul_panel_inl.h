@@ -196,12 +196,12 @@ void pack_panel_tokens(const float* x, int64_t n_in, int64_t n_tokens, int64_t t
   }
 }
 
-// One packed tile of NT tokens from t over the PV::kPackedRows rows from r, in tiles of PV::packed_vectors<T>(NT)
+// One packed tile of NT tokens from t over the PV::kPackedRows rows from r, in tiles of PV::packed_vectors(NT)
 // vectors of rows.
 template <typename PV, KernelType T, int NT>
 TESSERA_INLINE inline void panel_step_tile(const MatmulArgs& a, int64_t r, int64_t t, const float* xp, int64_t k0,
                                            int64_t n_k, const uint8_t* ahead) {
-  constexpr int NV = PV::template packed_vectors<T>(NT), kRows = NV * PV::kLanes;
+  constexpr int NV = PV::packed_vectors(NT), kRows = NV * PV::kLanes;
   static_assert(PV::kPackedRows % kRows == 0 && NV * NT <= PV::kMaxAccumulators);
   static_for<PV::kPackedRows / kRows>([&](auto i) TESSERA_INLINE {
     panel_tile_packed<PV, T, NV, NT>(a, r + i * kRows, t, xp, k0, n_k, k0 == 0, ahead);
