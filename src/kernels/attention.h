@@ -40,6 +40,21 @@ struct AttentionShape {
 // one token), the outputs and two floats per row (its score maximum and 1 / Σ e). One token over several kv heads
 // of at most 8 query heads each (AVX-512): the queries, scores, maxima and outputs of every pass of G kv heads
 // (G = 4 for groups of up to 4 query heads, else 2; 16 lanes) at once, as the passes run chunk by chunk together.
+// Kv heads whose query heads one token's AVX-512 pass packs into a register's 16 lanes: 4 for groups of up to 4
+// query heads, 2 for up to 8, else 1 (a group fills the lanes itself).
+inline int64_t attend_packed_kv_heads(const AttentionShape& shape) {
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  return group <= 4 ? 4 : group <= 8 ? 2 : 1;
+}
+
+// Query heads of one token that callers splitting heads across calls keep together: a call whose heads start and
+// end on multiples of it (or at n_head) runs whole passes, each kv head's rows read and widened once. A split
+// inside a kv head's group reads its K/V rows again in each call, and one inside a pass fills fewer lanes (2 of a
+// register's 16, for TinyLlama's 8-head groups cut in 2-head calls).
+inline int64_t attend_heads_unit(const AttentionShape& shape) {
+  return shape.n_head / shape.n_head_kv * attend_packed_kv_heads(shape);
+}
+
 inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape, int64_t n_tokens = 1) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t rows = n_tokens * group;
@@ -47,7 +62,7 @@ inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape,
   const int64_t avx2 = rows * ((n_pos + 7) / 8 * 8 + 2 * stride8) + 8 * stride8;
   const int64_t rows16 = (rows + 15) / 16 * 16, n_pos48 = (n_pos + 47) / 48 * 48;
   const int64_t avx512 = rows16 * (shape.head_dim + n_pos48 + 2) + 4 * 48 * stride16 + rows16 * stride16;
-  const int64_t packed_g = group <= 4 ? 4 : 2, passes = (shape.n_head_kv + packed_g - 1) / packed_g;
+  const int64_t packed_g = attend_packed_kv_heads(shape), passes = (shape.n_head_kv + packed_g - 1) / packed_g;
   const int64_t packed =
       group <= 8 ? 48 * stride16 * packed_g + passes * 16 * (shape.head_dim + n_pos48 + stride16 + 1) : 0;
   return std::max({avx2, avx512, packed});
