@@ -171,6 +171,19 @@ TEST_P(KernelOps, AttentionOverBlocksForEveryKvType) {
   }
 }
 
+// The heads one token's calls keep together fill a register pass: 16 lanes of 2 kv heads of 8 query heads
+// (TinyLlama, Qwen3-32B), of 4 of 4 (Llama-3-8B); a kv head of up to 4 query heads packs 4 kv heads; a group
+// of over 8 query heads is a unit alone. Every unit is whole kv heads' groups.
+TEST(AttentionHeadsUnit, WholePassesOfWholeGroups) {
+  EXPECT_EQ(attend_heads_unit({32, 4, 64, 0.125f}), 16);
+  EXPECT_EQ(attend_heads_unit({64, 8, 128, 0.088f}), 16);
+  EXPECT_EQ(attend_heads_unit({32, 8, 128, 0.088f}), 16);
+  EXPECT_EQ(attend_heads_unit({32, 32, 64, 0.125f}), 4);
+  EXPECT_EQ(attend_heads_unit({14, 2, 64, 0.125f}), 14);
+  EXPECT_EQ(attend_heads_unit({18, 2, 64, 0.125f}), 9);
+  EXPECT_EQ(attend_heads_unit({16, 1, 64, 0.125f}), 16);
+}
+
 TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
   TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
   // head_dim 20 pads each fp32 row to 24: the row tiles must ignore the padding exactly as single rows do.
