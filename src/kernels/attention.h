@@ -33,13 +33,6 @@ struct AttentionShape {
   float scale = 1.0f;     // usually 1/sqrt(head_dim)
 };
 
-// Floats of scratch one call needs when its last token attends n_pos positions, for the larger of the two kernel
-// layouts. AVX2: scores for every query row (each token × each query head of a kv-head group) and position,
-// fp32 copies of 8 K/V rows, of the queries and of the outputs. AVX-512: the queries transposed (16 rows per
-// register), scores [position][row] in chunks of 48 positions, 48 fp32 K/V rows (four kv heads' interleaved, for
-// one token), the outputs and two floats per row (its score maximum and 1 / Σ e). One token over several kv heads
-// of at most 8 query heads each (AVX-512): the queries, scores, maxima and outputs of every pass of G kv heads
-// (G = 4 for groups of up to 4 query heads, else 2; 16 lanes) at once, as the passes run chunk by chunk together.
 // Kv heads whose query heads one token's AVX-512 pass packs into a register's 16 lanes: 4 for groups of up to 4
 // query heads, 2 for up to 8, else 1 (a group fills the lanes itself).
 inline int64_t attend_packed_kv_heads(const AttentionShape& shape) {
@@ -55,6 +48,13 @@ inline int64_t attend_heads_unit(const AttentionShape& shape) {
   return shape.n_head / shape.n_head_kv * attend_packed_kv_heads(shape);
 }
 
+// Floats of scratch one call needs when its last token attends n_pos positions, for the larger of the two kernel
+// layouts. AVX2: scores for every query row (each token × each query head of a kv-head group) and position,
+// fp32 copies of 8 K/V rows, of the queries and of the outputs. AVX-512: the queries transposed (16 rows per
+// register), scores [position][row] in chunks of 48 positions, 48 fp32 K/V rows (four kv heads' interleaved, for
+// one token), the outputs and two floats per row (its score maximum and 1 / Σ e). One token over several kv heads
+// of at most 8 query heads each (AVX-512): the queries, scores, maxima and outputs of every pass of G kv heads
+// (G = 4 for groups of up to 4 query heads, else 2; 16 lanes) at once, as the passes run chunk by chunk together.
 inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape, int64_t n_tokens = 1) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t rows = n_tokens * group;
