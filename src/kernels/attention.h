@@ -34,7 +34,8 @@ struct AttentionShape {
 };
 
 // Kv heads whose query heads one token's AVX-512 pass packs into a register's 16 lanes: 4 for groups of up to 4
-// query heads, 2 for up to 8, else 1 (a group fills the lanes itself).
+// query heads, 2 for up to 8, else 1 (a group fills the lanes itself). attention_avx512.cpp's attend_typed makes
+// the same choice of attend_one_token_packed's G.
 inline int64_t attend_packed_kv_heads(const AttentionShape& shape) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   return group <= 4 ? 4 : group <= 8 ? 2 : 1;

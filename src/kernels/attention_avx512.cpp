@@ -444,7 +444,9 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
                              head_end, group);
   const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
                                head_end, group);
-  // One token over more than one kv head: the heads share registers (attend_one_token_packed).
+  // One token over more than one kv head: the heads share registers (attend_one_token_packed). G here is
+  // attention.h's attend_packed_kv_heads, which sizes the scratch and the callers' head splits (attend_heads_unit);
+  // this file cannot call it (ISA files include no inline functions: ops_kernels.h), so change both together.
   if (n_tokens == 1 && head_begin / group != (head_end - 1) / group && group <= 8) {
     const auto packed = group <= 4 ? attend_one_token_packed<T, 4> : attend_one_token_packed<T, 2>;
     return packed(q, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos, n_head_kv, group, head_dim,
