@@ -66,42 +66,42 @@ constexpr int64_t kChunk = 48;
 // One kv head's K or V rows, read through the block table.
 template <int T>
 struct HeadRows : KvHeadSlice {
-  // Elements [i, i + 16) of the row at `slot` of block `block_index`, times its head scale, as fp32 (zero past
-  // head_dim): the same values load() writes.
-  __m512 load16_scaled(int64_t block_index, int64_t slot, int64_t i) const {
-    const uint8_t* block = blocks[block_index];
-    const __m512 x = load16<T>(block + slot * row_bytes + head_offset, i, first_lanes(head_dim - i), fp8_table);
+  // The head's slice of the row at `slot` of block `block_index`.
+  const uint8_t* row(int64_t block_index, int64_t slot) const {
+    return blocks[block_index] + slot * row_bytes + head_offset;
+  }
+
+  // The head scale of that row (I8 and FP8; 1 for the float types).
+  float scale_of(int64_t block_index, int64_t slot) const {
     if constexpr (T == kI8 || T == kFP8) {
       float s;
-      std::memcpy(&s, block + scales_offset + (slot * n_head_kv + g) * 4, 4);
-      return _mm512_mul_ps(x, _mm512_set1_ps(s));
+      std::memcpy(&s, blocks[block_index] + scales_offset + (slot * n_head_kv + g) * 4, 4);
+      return s;
     }
-    return x;
+    return 1.0f;
   }
 
   // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
-  // rows [n, kChunk) are zeroed. The block and slot advance with the position (one division per chunk).
+  // rows [n, kChunk) are zeroed. The block and slot advance with the position (one division per chunk). The
+  // row's address and scale are taken once per row, into locals: the stores to dst may alias this struct's
+  // fields as far as the compiler knows, and it had reloaded them for every vector.
   void load(int64_t p0, int64_t n, int64_t stride, float* dst) const {
-    int64_t block_index = p0 / block_size, slot = p0 % block_size;
+    const int64_t size = block_size, dim = head_dim;
+    const float* const table = fp8_table;
+    int64_t block_index = p0 / size, slot = p0 % size;
     std::optional<RowsAhead> walk;
     if (ahead != nullptr) walk = ahead->from(p0);
-    for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == block_size ? (++block_index, 0) : slot + 1) {
+    for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == size ? (++block_index, 0) : slot + 1) {
       float* d = dst + j * stride;
       if (j >= n) {
         std::memset(d, 0, size_t(stride) * sizeof(float));
         continue;
       }
       if (walk) walk->request_next();
-      const uint8_t* block = blocks[block_index];
-      const uint8_t* row = block + slot * row_bytes + head_offset;
-      __m512 scale = _mm512_set1_ps(1.0f);
-      if constexpr (T == kI8 || T == kFP8) {
-        float s;
-        std::memcpy(&s, block + scales_offset + (slot * n_head_kv + g) * 4, 4);
-        scale = _mm512_set1_ps(s);
-      }
+      const uint8_t* r = row(block_index, slot);
+      const __m512 scale = _mm512_set1_ps(scale_of(block_index, slot));
       for (int64_t i = 0; i < stride; i += 16) {
-        const __m512 x = load16<T>(row, i, first_lanes(head_dim - i), fp8_table);
+        const __m512 x = load16<T>(r, i, first_lanes(dim - i), table);
         _mm512_storeu_ps(d + i, (T == kI8 || T == kFP8) ? _mm512_mul_ps(x, scale) : x);
       }
     }
@@ -231,7 +231,10 @@ void request_queries(const float* q, int64_t q_stride, int64_t n_tokens, int64_t
 template <int T, int G>
 void load_interleaved(const HeadRows<T>* const (&heads)[G], int64_t p0, int64_t n, int64_t stride, float* dst) {
   const HeadRows<T>& lead = *heads[0];
-  int64_t block_index = p0 / lead.block_size, slot = p0 % lead.block_size;
+  // The heads' fields in locals, each row's addresses once per position (HeadRows::load says why).
+  const int64_t size = lead.block_size, dim = lead.head_dim;
+  const float* const fp8_table = lead.fp8_table;
+  int64_t block_index = p0 / size, slot = p0 % size;
   std::optional<RowsAhead> walk;
   if (lead.ahead != nullptr) walk = lead.ahead->from(p0);
   // Lane pairs, then (G = 4) 64-bit pairs: a0 b0 a1 b1 … and then a0 b0 c0 d0 a1 b1 c1 d1 ….
@@ -239,17 +242,29 @@ void load_interleaved(const HeadRows<T>* const (&heads)[G], int64_t p0, int64_t 
   const __m512i pair_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const __m512i quad_lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
   const __m512i quad_hi = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
-  for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == lead.block_size ? (++block_index, 0) : slot + 1) {
+  for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == size ? (++block_index, 0) : slot + 1) {
     float* d = dst + j * stride * G;
     if (j >= n) {
       std::memset(d, 0, size_t(stride * G) * sizeof(float));
       continue;
     }
     if (walk) walk->request_next();
+    const uint8_t* rows[G];
+    __m512 scales[G];
+    static_for<G>([&](auto h) {
+      rows[h] = heads[h] != nullptr ? heads[h]->row(block_index, slot) : nullptr;
+      scales[h] = _mm512_set1_ps(heads[h] != nullptr ? heads[h]->scale_of(block_index, slot) : 0.0f);
+    });
     for (int64_t i = 0; i < stride; i += 16) {
+      const __mmask16 m = first_lanes(dim - i);
       __m512 x[G];
       static_for<G>([&](auto h) {
-        x[h] = heads[h] != nullptr ? heads[h]->load16_scaled(block_index, slot, i) : _mm512_setzero_ps();
+        if (rows[h] == nullptr) {
+          x[h] = _mm512_setzero_ps();
+        } else {
+          x[h] = load16<T>(rows[h], i, m, fp8_table);
+          if constexpr (T == kI8 || T == kFP8) x[h] = _mm512_mul_ps(x[h], scales[h]);
+        }
       });
       float* at = d + i * G;
       const __m512 ab_lo = _mm512_permutex2var_ps(x[0], pair_lo, x[1]);
