@@ -24,7 +24,10 @@
 // the same: kernels_bench's BM_AttentionDecodeCold (one sequence, one thread, 22 layers' K/V behind a 24 MiB
 // stream, Zen 4), µs per layer, T0 16 ahead -> T1 8 ahead: F16 at 256 positions 92.6 -> 62.3 (AVX2 83.7 -> 52.6),
 // at 2048 630 -> 478 (589 -> 407); F32 739 -> 610, BF16 618 -> 454, I8 500 -> 446 (AVX2 401 -> 416), FP8 (bound
-// by its table lookups) level. 16 and 32 ahead into L2 measured between the two.
+// by its table lookups) level. 16 and 32 ahead into L2 measured between the two. In the model, with steps
+// alternating between schemes in one process (docs/performance.md, "AMD Zen 4, thirteenth session"), L2 16 ahead
+// plus L1 4 ahead took 0.92x the step after 2000 positions in the host's slow minutes but 1.03x after 32 in its
+// fast ones, and L1 8 ahead 1.11x after 2000 in a fast minute: no scheme won in both.
 #pragma once
 
 #include <immintrin.h>
