@@ -7,8 +7,8 @@
 // two probes differ by more than 10 % is dropped (the host changed pace inside it). Printed per round: the
 // bandwidth (mean of its two probes), the step's weight GB/s and their ratio. Then a least-squares fit of step
 // time against 1 / bandwidth over the kept rounds, t = weight_bytes · k / bandwidth + c: c is the part of a step
-// that does not shrink when memory gets faster (hand-offs, attention, sampling-free element-wise work, and
-// whatever waits on something other than the stream); k = 1 would be a stream as fast as the probe.
+// that does not shrink when memory gets faster (thread hand-offs, attention, element-wise work, and whatever
+// waits on something other than the stream; no sampling runs here); k = 1 would be a stream as fast as the probe.
 //
 // Run: decode_pairs_bench MODEL.gguf [rounds=40] [steps=8] [threads=0] [context=32]
 #include <algorithm>
@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/model_bench.h"
 #include "bench/roofline.h"
 #include "core/thread_pool.h"
 #include "kv/kv_pool.h"
@@ -45,8 +44,8 @@ int run(int argc, char** argv) {
   const int steps = argc > 3 ? std::atoi(argv[3]) : 8;
   const int threads = argc > 4 ? std::atoi(argv[4]) : 0;
   const int64_t context = argc > 5 ? std::atoll(argv[5]) : 32;
-  if (rounds < 3 || steps < 1 || threads < 0 || context < 1) {
-    std::fprintf(stderr, "rounds >= 3, steps >= 1, threads >= 0, context >= 1\n");
+  if (rounds < 3 || steps < 1 || threads < 0 || threads > 1024 || context < 1 || context > (int64_t{1} << 20)) {
+    std::fprintf(stderr, "rounds >= 3, steps >= 1, threads 0-1024, context 1-1048576\n");
     return 2;
   }
   const std::shared_ptr<const Model> model = Model::load(argv[1]);
@@ -69,9 +68,15 @@ int run(int argc, char** argv) {
     return 2;
   }
   auto token = [&](int64_t p) { return int32_t(3 + (p * 7919) % (n_vocab - 3)); };
-  const int32_t seq = batch.add_sequence(table);
-  for (int64_t p = 0; p < context; ++p) batch.add_token(token(p), int32_t(p), seq, p + 1 == context);
-  forward.run(batch);
+  // The context in chunks of 512 positions, as the engine's chunked prefill runs a long prompt.
+  for (int64_t p0 = 0; p0 < context; p0 += 512) {
+    batch.clear();
+    const int32_t seq = batch.add_sequence(table);
+    for (int64_t p = p0; p < std::min(context, p0 + 512); ++p) {
+      batch.add_token(token(p), int32_t(p), seq, p + 1 == context);
+    }
+    forward.run(batch);
+  }
 
   // Every step writes position `context` again: each attends over the same context (one that grew would make
   // the later rounds' steps longer, whatever the bandwidth).
