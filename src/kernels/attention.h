@@ -34,8 +34,8 @@ struct AttentionShape {
 };
 
 // Kv heads whose query heads one token's AVX-512 pass packs into a register's 16 lanes: 4 for groups of up to 4
-// query heads, 2 for up to 8, else 1 (a group fills the lanes itself). attention_avx512.cpp's attend_typed makes
-// the same choice of attend_one_token_packed's G.
+// query heads, 2 for up to 8, else 1 (a group fills the lanes itself). The AVX-512 kernel takes it as an argument
+// (attend_one_token_packed's G).
 inline int64_t attend_packed_kv_heads(const AttentionShape& shape) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   return group <= 4 ? 4 : group <= 8 ? 2 : 1;
@@ -65,7 +65,7 @@ inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape,
   const int64_t avx512 = rows16 * (shape.head_dim + n_pos48 + 2) + 4 * 48 * stride16 + rows16 * stride16;
   const int64_t packed_g = attend_packed_kv_heads(shape), passes = (shape.n_head_kv + packed_g - 1) / packed_g;
   const int64_t packed =
-      group <= 8 ? 48 * stride16 * packed_g + passes * 16 * (shape.head_dim + n_pos48 + stride16 + 1) : 0;
+      packed_g > 1 ? 48 * stride16 * packed_g + passes * 16 * (shape.head_dim + n_pos48 + stride16 + 1) : 0;
   return std::max({avx2, avx512, packed});
 }
 

@@ -32,9 +32,11 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out);
 void add(float* x, const float* y, int64_t n);
 
 // The AVX-512 attention: the same contract as avx2::attend, with its own (batch-invariant) reduction order.
+// packed_kv_heads: attention.h's attend_packed_kv_heads of the shape (one token's call packs that many kv heads'
+// query heads into a register when it is over 1), which also sizes the scratch and the callers' head splits.
 void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, const float* fp8_table,
             const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
             int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
-            int64_t head_end, float* scratch, float* out, int64_t out_stride);
+            int64_t head_end, float* scratch, float* out, int64_t out_stride, int64_t packed_kv_heads);
 
 }  // namespace tessera::kernels::avx512
