@@ -200,9 +200,9 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
   float* outputs = queries + max_rows * stride;
   float chunk_scales[kChunk];
   const RowsAhead keys_ahead(k_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
-                             head_end, group);
+                             head_end, group, request_scheme(n_tokens));
   const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
-                               head_end, group);
+                               head_end, group, request_scheme(n_tokens));
 
   for (int64_t g = head_begin / group; g * group < head_end; ++g) {
     const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);

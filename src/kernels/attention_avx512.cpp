@@ -457,9 +457,9 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
   float* row_inv = row_max + max_rows16;
 
   const RowsAhead keys_ahead(k_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
-                             head_end, group);
+                             head_end, group, request_scheme(n_tokens));
   const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
-                               head_end, group);
+                               head_end, group, request_scheme(n_tokens));
   // One token over more than one kv head: the heads share registers (attend_one_token_packed), G of them as
   // attention.h's attend_packed_kv_heads chose (passed in: ISA files include no inline functions, ops_kernels.h).
   if (n_tokens == 1 && head_begin / group != (head_end - 1) / group && packed_kv_heads > 1) {

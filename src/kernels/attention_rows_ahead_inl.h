@@ -20,14 +20,18 @@
 // ahead too measured no better in the model. That path now takes its passes through the positions together,
 // chunk by chunk, and needs only the first pass's requests (attention_avx512.cpp).
 //
-// The requests go to L2 (prefetcht1), 8 positions ahead. Into L1 they held the first head's loads on memory all
-// the same: kernels_bench's BM_AttentionDecodeCold (one sequence, one thread, 22 layers' K/V behind a 24 MiB
-// stream, Zen 4), µs per layer, T0 16 ahead -> T1 8 ahead: F16 at 256 positions 92.6 -> 62.3 (AVX2 83.7 -> 52.6),
-// at 2048 630 -> 478 (589 -> 407); F32 739 -> 610, BF16 618 -> 454, I8 500 -> 446 (AVX2 401 -> 416), FP8 (bound
-// by its table lookups) level. 16 and 32 ahead into L2 measured between the two. In the model, with steps
-// alternating between schemes in one process (docs/performance.md, "AMD Zen 4, thirteenth session"), L2 16 ahead
-// plus L1 4 ahead took 0.92x the step after 2000 positions in the host's slow minutes but 1.03x after 32 in its
-// fast ones, and L1 8 ahead 1.11x after 2000 in a fast minute: no scheme won in both.
+// A prompt run's requests go to L2 (prefetcht1), 8 positions ahead; a one-token call's to L2 16 ahead and again
+// into L1 (prefetcht0) 4 ahead (RequestScheme below). Into L1 alone they held the first head's loads on memory all
+// the same: kernels_bench's BM_AttentionDecodeCold (one
+// sequence, one thread, 22 layers' K/V behind a 24 MiB stream, Zen 4), µs per layer, T0 16 ahead -> T1 8 ahead:
+// F16 at 256 positions 92.6 -> 62.3 (AVX2 83.7 -> 52.6), at 2048 630 -> 478 (589 -> 407); F32 739 -> 610, BF16
+// 618 -> 454, I8 500 -> 446 (AVX2 401 -> 416), FP8 (bound by its table lookups) level. The L1 request a few
+// positions before the read then finds the line in L2 and costs little. In the model, decode steps alternating
+// between the two schemes in one process (docs/performance.md, "AMD Zen 4, fourteenth session"), TinyLlama Q4_0,
+// batch 1: 0.88-0.91x the step of L2 8 ahead after 2000 positions (three runs of 1000 rounds), 0.79x at the AVX2
+// level; level after 32 (0.997-1.000 in the host's fast minutes, 0.988-1.007 in its slow ones). A prompt's rows
+// are mostly in cache (its runs read the rows the runs before them wrote): there the L1 requests cost 5 %
+// (kernels_bench BM_Attention/512/8, 13.7-15.1 ms against 13.1-13.4), so prompt runs keep the L2 scheme.
 #pragma once
 
 #include <immintrin.h>
@@ -45,17 +49,28 @@ constexpr int64_t element_bytes() {
   return T == kF32 ? 4 : (T == kF16 || T == kBF16) ? 2 : 1;
 }
 
-constexpr int64_t kRowsAhead = 8;
+// How many positions ahead of the reads a walk requests rows into L2, and into L1 (0: no L1 requests).
+struct RequestScheme {
+  int64_t l2_ahead, l1_ahead;
+};
+constexpr RequestScheme kDecodeRequests{16, 4};  // one-token calls: the rows come from memory
+constexpr RequestScheme kPromptRequests{8, 0};   // prompt runs: the rows are mostly in cache
 
-// The rows kRowsAhead positions after those being read, walked one position at a time.
+// The scheme for a call of n_tokens tokens.
+constexpr RequestScheme request_scheme(int64_t n_tokens) {
+  return n_tokens == 1 ? kDecodeRequests : kPromptRequests;
+}
+
+// The rows scheme.l2_ahead positions after those being read, walked one position at a time; each step also asks
+// for the row scheme.l1_ahead positions ahead of the reads to move into L1.
 class RowsAhead {
  public:
   // blocks: the block table of n_positions rows, each of n_head_kv heads of head_bytes; the bytes of a row that
   // hold the kv heads of query heads [head_begin, head_end) (group query heads per kv head) are requested.
   RowsAhead(const uint8_t* const* blocks, int64_t block_size, int64_t n_positions, int64_t n_head_kv,
-            int64_t head_bytes, int64_t head_begin, int64_t head_end, int64_t group)
+            int64_t head_bytes, int64_t head_begin, int64_t head_end, int64_t group, RequestScheme scheme)
       : blocks_(blocks), block_size_(block_size), row_bytes_(n_head_kv * head_bytes), n_positions_(n_positions),
-        head_bytes_(head_bytes), group_(group), offset_(head_begin / group * head_bytes),
+        head_bytes_(head_bytes), group_(group), scheme_(scheme), offset_(head_begin / group * head_bytes),
         end_(((head_end - 1) / group + 1) * head_bytes) {}
 
   // The same requests for the call's kv heads from query head `head`'s on: a pass over later heads requests its
@@ -66,21 +81,29 @@ class RowsAhead {
     return rest;
   }
 
-  // A walk whose first request is for position p + kRowsAhead (reading starts at p).
+  // A walk whose first request is for position p + scheme.l2_ahead (reading starts at p).
   RowsAhead from(int64_t p) const {
     RowsAhead walk = *this;
-    walk.position_ = p + kRowsAhead;
+    walk.position_ = p + scheme_.l2_ahead;
     walk.block_ = walk.position_ / block_size_;
     walk.slot_ = walk.position_ % block_size_;
     return walk;
   }
 
-  // Requests the next row (nothing past the table's end) and moves on by one position.
+  // Requests the next row into L2 and a nearer one into L1 (nothing past the table's end), and moves on by one
+  // position.
   void request_next() {
     if (position_ < n_positions_) {
       const uint8_t* at = blocks_[block_] + slot_ * row_bytes_ + offset_;
       for (int64_t line = 0; line < end_ - offset_; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(at + line), _MM_HINT_T1);
+      }
+      const int64_t near = position_ - (scheme_.l2_ahead - scheme_.l1_ahead);
+      if (scheme_.l1_ahead > 0 && near >= 0) {
+        const uint8_t* row = blocks_[near / block_size_] + near % block_size_ * row_bytes_ + offset_;
+        for (int64_t line = 0; line < end_ - offset_; line += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(row + line), _MM_HINT_T0);
+        }
       }
     }
     ++position_;
@@ -90,6 +113,7 @@ class RowsAhead {
  private:
   const uint8_t* const* blocks_;
   int64_t block_size_, row_bytes_, n_positions_, head_bytes_, group_;
+  RequestScheme scheme_;
   int64_t offset_, end_;  // the requested bytes of a row: [offset_, end_)
   int64_t position_ = 0, block_ = 0, slot_ = 0;
 };
