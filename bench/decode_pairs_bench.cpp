@@ -12,7 +12,6 @@
 //
 // Run: decode_pairs_bench MODEL.gguf [rounds=40] [steps=8] [threads=0] [context=32]
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,16 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/model_bench.h"
 #include "bench/roofline.h"
 #include "core/thread_pool.h"
-#include "kv/kv_pool.h"
-#include "model/forward.h"
 #include "model/model.h"
 
 namespace tessera {
 namespace {
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Round {
   double bandwidth_gbs, step_s;
@@ -53,40 +49,10 @@ int run(int argc, char** argv) {
   ReadBandwidthProbe probe(pool, size_t(256) << 20);
   const double weight_bytes = double(model->weight_bytes());
 
-  constexpr int64_t kBlock = 16;
-  const int64_t positions = context + 1;
-  const int64_t n_blocks = (positions + kBlock - 1) / kBlock;
-  KvPool kv(model->config().n_layer, model->config().n_head_kv, model->config().head_dim, n_blocks, kBlock,
-            KvType::F16);
-  std::vector<int32_t> table;
-  for (int64_t b = 0; b < n_blocks; ++b) table.push_back(int32_t(b));
-  Forward forward(model, kv, pool);
-  ForwardBatch batch;
-  const int64_t n_vocab = model->config().n_vocab;
-  if (n_vocab < 4) {
-    std::fprintf(stderr, "the model's vocabulary is too small for this benchmark's token ids\n");
-    return 2;
-  }
-  auto token = [&](int64_t p) { return int32_t(3 + (p * 7919) % (n_vocab - 3)); };
-  // The context in chunks of 512 positions, as the engine's chunked prefill runs a long prompt.
-  for (int64_t p0 = 0; p0 < context; p0 += 512) {
-    batch.clear();
-    const int32_t seq = batch.add_sequence(table);
-    for (int64_t p = p0; p < std::min(context, p0 + 512); ++p) {
-      batch.add_token(token(p), int32_t(p), seq, p + 1 == context);
-    }
-    forward.run(batch);
-  }
-
   // Every step writes position `context` again: each attends over the same context (one that grew would make
   // the later rounds' steps longer, whatever the bandwidth).
-  auto step = [&] {
-    batch.clear();
-    batch.add_token(token(context), int32_t(context), batch.add_sequence(table), true);
-    const double start = now_s();
-    forward.run(batch);
-    return now_s() - start;
-  };
+  PrefilledSequences sequence(model, pool, 1, context, 1);
+  auto step = [&] { return sequence.step(context); };
   step();  // untimed: the workspace's first use
   probe.measure_gbs(1);
 

@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
-
-#include "kv/kv_pool.h"
-#include "model/forward.h"
 
 namespace tessera {
 namespace {
@@ -25,101 +23,6 @@ int32_t token_for(const Model& model, int64_t seq, int64_t position) {
   return int32_t(first + int64_t((h >> 33) % uint64_t(n_vocab - first)));
 }
 
-// A pool with `n_seqs` block tables of `n_positions` positions each; sequence s owns the consecutive block ids
-// [s·n, (s+1)·n): nothing is shared or freed, so no block manager is needed.
-struct Sequences {
-  int64_t blocks_per_seq;
-  KvPool kv;
-  std::vector<std::vector<int32_t>> tables;
-
-  Sequences(const Model& model, int64_t n_seqs, int64_t n_positions, KvType kv_type)
-      : blocks_per_seq((n_positions + kBlockSize - 1) / kBlockSize),
-        kv(model.config().n_layer, model.config().n_head_kv, model.config().head_dim, n_seqs * blocks_per_seq,
-           kBlockSize, kv_type),
-        tables(size_t(n_seqs)) {
-    for (int64_t s = 0; s < n_seqs; ++s) {
-      for (int64_t b = 0; b < blocks_per_seq; ++b) tables[size_t(s)].push_back(int32_t(s * blocks_per_seq + b));
-    }
-  }
-};
-
-}  // namespace
-
-ThroughputMeasurement measure_prefill(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_tokens,
-                                      int reps, KvType kv_type) {
-  Sequences seqs(*model, 1, n_tokens, kv_type);
-  Forward forward(model, seqs.kv, pool);
-  ForwardBatch batch;
-  const int32_t seq = batch.add_sequence(seqs.tables[0]);
-  for (int64_t p = 0; p < n_tokens; ++p) batch.add_token(token_for(*model, 0, p), int32_t(p), seq, p + 1 == n_tokens);
-
-  // Untimed: the first run touches the KV pool's fresh pages and grows the workspace (page faults that a
-  // serving engine pays once, and that made --quick's single prefill read up to a fifth low).
-  forward.run(batch);
-  ThroughputMeasurement m;
-  m.n_tokens = n_tokens;
-  m.runs = std::max(1, reps);
-  m.seconds = 1e30;
-  for (int r = 0; r < m.runs; ++r) {
-    const double start = now_seconds();
-    forward.run(batch);  // rewrites the same positions: every run does the full prompt's work
-    m.seconds = std::min(m.seconds, now_seconds() - start);
-  }
-  m.tokens_per_s = double(n_tokens) / m.seconds;
-  return m;
-}
-
-ThroughputMeasurement measure_decode(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t batch_size,
-                                     int64_t n_prompt, int64_t steps, KvType kv_type) {
-  n_prompt = std::max<int64_t>(1, n_prompt);
-  steps = std::max<int64_t>(1, steps);
-  Sequences seqs(*model, batch_size, n_prompt + 1 + steps, kv_type);
-  Forward forward(model, seqs.kv, pool);
-  ForwardBatch batch;
-
-  // The prompts in chunks of positions, as the engine's chunked prefill runs a long one: one forward batch of a
-  // long context's every token would need activations for all of them at once.
-  constexpr int64_t kPrefillChunk = 512;
-  for (int64_t p0 = 0; p0 < n_prompt; p0 += kPrefillChunk) {
-    batch.clear();
-    for (int64_t s = 0; s < batch_size; ++s) {
-      const int32_t seq = batch.add_sequence(seqs.tables[size_t(s)]);
-      for (int64_t p = p0; p < std::min(n_prompt, p0 + kPrefillChunk); ++p) {
-        batch.add_token(token_for(*model, s, p), int32_t(p), seq, p + 1 == n_prompt);
-      }
-    }
-    forward.run(batch);
-  }
-
-  auto step = [&](int64_t position) {
-    batch.clear();
-    for (int64_t s = 0; s < batch_size; ++s) {
-      const int32_t seq = batch.add_sequence(seqs.tables[size_t(s)]);
-      batch.add_token(token_for(*model, s, position), int32_t(position), seq, true);
-    }
-    forward.run(batch);
-  };
-  step(n_prompt);  // untimed: first use of this batch shape's workspace
-  std::vector<double> times;
-  for (int64_t i = 0; i < steps; ++i) {
-    const double start = now_seconds();
-    step(n_prompt + 1 + i);
-    times.push_back(now_seconds() - start);
-  }
-
-  ThroughputMeasurement m;
-  m.n_tokens = batch_size;
-  m.runs = steps;
-  for (double t : times) m.seconds += t;
-  std::sort(times.begin(), times.end());
-  const size_t mid = times.size() / 2;
-  m.median_step_seconds = times.size() % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
-  m.tokens_per_s = double(batch_size) / m.median_step_seconds;
-  return m;
-}
-
-namespace {
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t mid = v.size() / 2;
@@ -128,37 +31,91 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+PrefilledSequences::PrefilledSequences(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_seqs,
+                                       int64_t n_prompt, int64_t extra_positions, KvType kv_type)
+    : model_(std::move(model)),
+      n_seqs_(n_seqs),
+      blocks_per_seq_((n_prompt + extra_positions + kBlockSize - 1) / kBlockSize),
+      kv_(model_->config().n_layer, model_->config().n_head_kv, model_->config().head_dim, n_seqs * blocks_per_seq_,
+          kBlockSize, kv_type),
+      tables_(size_t(n_seqs)),
+      forward_(model_, kv_, pool) {
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    for (int64_t b = 0; b < blocks_per_seq_; ++b) tables_[size_t(s)].push_back(int32_t(s * blocks_per_seq_ + b));
+  }
+  constexpr int64_t kPrefillChunk = 512;
+  for (int64_t p0 = 0; p0 < n_prompt; p0 += kPrefillChunk) {
+    batch_.clear();
+    for (int64_t s = 0; s < n_seqs; ++s) {
+      const int32_t seq = batch_.add_sequence(tables_[size_t(s)]);
+      for (int64_t p = p0; p < std::min(n_prompt, p0 + kPrefillChunk); ++p) {
+        batch_.add_token(token_for(*model_, s, p), int32_t(p), seq, p + 1 == n_prompt);
+      }
+    }
+    forward_.run(batch_);
+  }
+}
+
+double PrefilledSequences::step(int64_t position, int64_t n, bool logits_for_all) {
+  batch_.clear();
+  for (int64_t s = 0; s < n_seqs_; ++s) {
+    const int32_t seq = batch_.add_sequence(tables_[size_t(s)]);
+    for (int64_t i = 0; i < n; ++i) {
+      batch_.add_token(token_for(*model_, s, position + i), int32_t(position + i), seq, logits_for_all || i + 1 == n);
+    }
+  }
+  const double start = now_seconds();
+  forward_.run(batch_);
+  return now_seconds() - start;
+}
+
+ThroughputMeasurement measure_prefill(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_tokens,
+                                      int reps, KvType kv_type) {
+  PrefilledSequences seqs(std::move(model), pool, 1, 0, n_tokens, kv_type);
+  // Untimed: the first run touches the KV pool's fresh pages and grows the workspace (page faults that a
+  // serving engine pays once, and that made --quick's single prefill read up to a fifth low).
+  seqs.step(0, n_tokens, false);
+  ThroughputMeasurement m;
+  m.n_tokens = n_tokens;
+  m.runs = std::max(1, reps);
+  m.seconds = 1e30;
+  // Every run rewrites the same positions: each does the full prompt's work.
+  for (int r = 0; r < m.runs; ++r) m.seconds = std::min(m.seconds, seqs.step(0, n_tokens, false));
+  m.tokens_per_s = double(n_tokens) / m.seconds;
+  return m;
+}
+
+ThroughputMeasurement measure_decode(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t batch_size,
+                                     int64_t n_prompt, int64_t steps, KvType kv_type) {
+  n_prompt = std::max<int64_t>(1, n_prompt);
+  steps = std::max<int64_t>(1, steps);
+  PrefilledSequences seqs(std::move(model), pool, batch_size, n_prompt, 1 + steps, kv_type);
+  seqs.step(n_prompt);  // untimed: first use of this batch shape's workspace
+  std::vector<double> times;
+  for (int64_t i = 0; i < steps; ++i) times.push_back(seqs.step(n_prompt + 1 + i));
+
+  ThroughputMeasurement m;
+  m.n_tokens = batch_size;
+  m.runs = steps;
+  for (double t : times) m.seconds += t;
+  m.median_step_seconds = median(times);
+  m.tokens_per_s = double(batch_size) / m.median_step_seconds;
+  return m;
+}
+
 VerifyCost measure_verify_cost(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t batch_size,
                                const std::vector<int64_t>& ks, int64_t n_prompt, int64_t rounds, KvType kv_type) {
   n_prompt = std::max<int64_t>(1, n_prompt);
   const int64_t max_k = ks.empty() ? 0 : *std::max_element(ks.begin(), ks.end());
-  Sequences seqs(*model, batch_size, n_prompt + 1 + max_k, kv_type);
-  Forward forward(model, seqs.kv, pool);
-  ForwardBatch batch;
-  for (int64_t s = 0; s < batch_size; ++s) {
-    const int32_t seq = batch.add_sequence(seqs.tables[size_t(s)]);
-    for (int64_t p = 0; p < n_prompt; ++p) batch.add_token(token_for(*model, s, p), int32_t(p), seq, p + 1 == n_prompt);
-  }
-  forward.run(batch);
-
-  // One step of n tokens per sequence at positions [n_prompt, n_prompt + n), every one with logits.
-  auto step = [&](int64_t n) {
-    batch.clear();
-    for (int64_t s = 0; s < batch_size; ++s) {
-      const int32_t seq = batch.add_sequence(seqs.tables[size_t(s)]);
-      for (int64_t i = 0; i < n; ++i) batch.add_token(token_for(*model, s, n_prompt + i), int32_t(n_prompt + i), seq, true);
-    }
-    const double start = now_seconds();
-    forward.run(batch);
-    return now_seconds() - start;
-  };
-  step(1);  // untimed: first use of the workspaces
-  for (int64_t k : ks) step(k + 1);
+  PrefilledSequences seqs(std::move(model), pool, batch_size, n_prompt, 1 + max_k, kv_type);
+  // Each step runs k + 1 tokens per sequence at positions [n_prompt, n_prompt + k + 1), every one with logits.
+  seqs.step(n_prompt);  // untimed: first use of the workspaces
+  for (int64_t k : ks) seqs.step(n_prompt, k + 1);
   std::vector<double> decode;
   std::vector<std::vector<double>> verify(ks.size());
   for (int64_t r = 0; r < std::max<int64_t>(1, rounds); ++r) {
-    decode.push_back(step(1));
-    for (size_t i = 0; i < ks.size(); ++i) verify[i].push_back(step(ks[i] + 1));
+    decode.push_back(seqs.step(n_prompt));
+    for (size_t i = 0; i < ks.size(); ++i) verify[i].push_back(seqs.step(n_prompt, ks[i] + 1));
   }
   VerifyCost c;
   c.decode_step_seconds = median(decode);

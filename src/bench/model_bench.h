@@ -11,6 +11,8 @@
 #include "bench/roofline.h"
 #include "core/thread_pool.h"
 #include "core/kv_type.h"
+#include "kv/kv_pool.h"
+#include "model/forward.h"
 #include "model/model.h"
 
 namespace tessera {
@@ -23,6 +25,31 @@ struct ThroughputMeasurement {
   double seconds = 0.0;  // best run (prefill) or all timed steps together (decode)
   double median_step_seconds = 0.0;  // decode only
   double tokens_per_s = 0.0;         // n_tokens / best run (prefill) or n_tokens / median step (decode)
+};
+
+// `n_seqs` sequences over one KvPool, each prefilled with `n_prompt` tokens in chunks of 512 positions (as the
+// engine's chunked prefill runs a long prompt: one forward batch of a long context's every token would need
+// activations for all of them at once), with room for `extra_positions` more. Sequence s owns the consecutive
+// blocks [s·n, (s+1)·n): nothing is shared or freed, so no block manager is needed. Token ids are fixed
+// pseudo-random values: throughput does not depend on them.
+class PrefilledSequences {
+ public:
+  PrefilledSequences(std::shared_ptr<const Model> model, ThreadPool& pool, int64_t n_seqs, int64_t n_prompt,
+                     int64_t extra_positions, KvType kv_type = KvType::F16);
+
+  // One forward step of n tokens per sequence at positions [position, position + n), every one with logits (as a
+  // serving engine runs decode, n = 1, or speculative verification) or only each sequence's last (a prompt);
+  // returns its seconds. A step may rewrite positions an earlier one wrote: then both attend over the same
+  // context.
+  double step(int64_t position, int64_t n = 1, bool logits_for_all = true);
+
+ private:
+  std::shared_ptr<const Model> model_;
+  int64_t n_seqs_, blocks_per_seq_;
+  KvPool kv_;
+  std::vector<std::vector<int32_t>> tables_;
+  Forward forward_;
+  ForwardBatch batch_;
 };
 
 // One prompt of n_tokens in a single forward batch (logits for the last token only), best of `reps` after an
