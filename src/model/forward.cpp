@@ -42,6 +42,15 @@ Forward::Forward(std::shared_ptr<const Model> model, KvPool& kv, ThreadPool& poo
     if (factors != nullptr) f /= factors[i];
     inv_freq_[size_t(i)] = f;
   }
+  // Chunks of a decode step's heads cut at the attention kernel's heads unit run whole register passes (cut at
+  // every 2 heads, a TinyLlama decode's calls had filled 2 of 16 lanes and widened each K/V row four times). With
+  // fewer whole units in a token's heads than threads (one token on many cores), smaller ones, down to one kv
+  // head's group, so every thread has a share.
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f};
+  attention_heads_unit_ = attend_heads_unit(shape);
+  while (attention_heads_unit_ > c.n_head / c.n_head_kv && c.n_head / attention_heads_unit_ < pool_.size()) {
+    attention_heads_unit_ /= 2;
+  }
 }
 
 void Forward::ensure_capacity(int64_t n_tokens, int64_t max_positions) {
@@ -122,13 +131,9 @@ void Forward::attention_layer(const ForwardBatch& batch, int64_t layer) {
     total_cost += (batch.positions[t] + 1 + kItemOverhead) * c.n_head;
     attention_cost_end_[size_t(t)] = total_cost;
   }
-  // The first item whose work starts at or after cost, moved to the nearest multiple of the kernel's heads unit
-  // within its token: chunks of a decode step's heads cut at the unit run whole register passes (cut at every 2
-  // heads, a TinyLlama decode's calls had filled 2 of 16 lanes and widened each K/V row four times).
-  // With fewer whole units in a token's heads than threads (one token on many cores), smaller ones, down to one
-  // kv head's group, so every thread has a share.
-  int64_t heads_unit = attend_heads_unit(shape);
-  while (heads_unit > c.n_head / c.n_head_kv && c.n_head / heads_unit < pool_.size()) heads_unit /= 2;
+  // The first item whose work starts at or after cost, moved to the nearest multiple of the heads unit within its
+  // token (attention_heads_unit_).
+  const int64_t heads_unit = attention_heads_unit_;
   const auto item_at_cost = [&](int64_t cost) -> int64_t {
     const auto it = std::upper_bound(attention_cost_end_.begin(), attention_cost_end_.end(), cost);
     if (it == attention_cost_end_.end()) return n_tokens * c.n_head;

@@ -58,6 +58,7 @@ class Forward {
   std::vector<float> scratch_;   // [n_threads, attend_scratch_floats(max_positions, .., attention_run_tokens_)]
   int64_t scratch_stride_ = 0;
   int64_t attention_run_tokens_ = 1;
+  int64_t attention_heads_unit_ = 1;  // attention's shares of a token's heads are cut at multiples of this
   std::vector<const uint8_t*> k_ptrs_, v_ptrs_;  // per sequence block pointers for the current layer
   std::vector<size_t> seq_ptr_offset_;
   std::vector<int64_t> attention_cost_end_;  // per token: summed attention work of the tokens up to it
