@@ -106,6 +106,18 @@ struct HeadRows : KvHeadSlice {
       }
     }
   }
+
+  // The addresses of rows [p0, p0 + n) into dst, with the requests ahead that load() makes.
+  void addresses(int64_t p0, int64_t n, const uint8_t** dst) const {
+    const int64_t size = block_size;
+    int64_t block_index = p0 / size, slot = p0 % size;
+    std::optional<RowsAhead> walk;
+    if (ahead != nullptr) walk = ahead->from(p0);
+    for (int64_t j = 0; j < n; ++j, slot = slot + 1 == size ? (++block_index, 0) : slot + 1) {
+      if (walk) walk->request_next();
+      dst[j] = row(block_index, slot);
+    }
+  }
 };
 
 // Scores of RV registers of query rows (from qt, rows16 floats per dimension) against P key rows (k, stride
@@ -153,11 +165,30 @@ void score_chunk(const float* qt, int64_t rows16, int64_t head_dim, const float*
   }
 }
 
-// Value sums of RO rows (weights w[p · rows16 + WS · ro]) over positions [0, n) of a chunk (v: its rows, stride
-// floats apart), columns [16·c, 16·(c + NV)) of acc_mem's rows (acc_stride apart); `first` starts from zero.
-// WS > 1: rows that share their lanes with other kv heads' (attend_one_token_packed).
-template <int RO, int NV, int WS = 1>
-__attribute__((noinline)) void value_tile(const float* w, int64_t rows16, int64_t n, const float* v, int64_t stride,
+// Where value tiles read a chunk's V rows: fp32 rows `stride` floats apart (widened from the cache by
+// HeadRows::load, zero past head_dim), ...
+struct WidenedRows {
+  const float* v;
+  int64_t stride;
+  __m512 load(int64_t p, int64_t col) const { return _mm512_loadu_ps(v + p * stride + col); }
+};
+
+// ... or F16 rows read where the cache holds them, one address per position, `dim` elements each (lanes past
+// them zero, as a widened row's padding): the same fp32 values without the copy, which had taken a fifth of a
+// one-token call's time over 2048 positions in cache (attend_one_token_packed's V rows; kernels_bench
+// BM_Attention/2048/1 291-309 us against 314-421, and 0.98-0.99x a TinyLlama decode step after 512-2000
+// positions, Zen 4).
+struct F16Rows {
+  const uint8_t* const* rows;
+  int64_t dim;
+  __m512 load(int64_t p, int64_t col) const { return load16<kF16>(rows[p], col, first_lanes(dim - col), nullptr); }
+};
+
+// Value sums of RO rows (weights w[p · rows16 + WS · ro]) over positions [0, n) of a chunk (its rows: src),
+// columns [col, col + 16·NV) of the rows, into acc_mem's rows (acc_stride apart, acc_mem at column col); `first`
+// starts from zero. WS > 1: rows that share their lanes with other kv heads' (attend_one_token_packed).
+template <int RO, int NV, int WS = 1, typename Rows>
+__attribute__((noinline)) void value_tile(const float* w, int64_t rows16, int64_t n, const Rows& src, int64_t col,
                                           float* acc_mem, int64_t acc_stride, bool first) {
   __m512 acc[RO][NV];
   static_for<RO>([&](auto r) {
@@ -169,7 +200,7 @@ __attribute__((noinline)) void value_tile(const float* w, int64_t rows16, int64_
     __m512 wp[RO];
     static_for<RO>([&](auto r) { wp[r] = _mm512_set1_ps(w[p * rows16 + WS * r]); });
     static_for<NV>([&](auto c) {
-      const __m512 vc = _mm512_loadu_ps(v + p * stride + 16 * c);
+      const __m512 vc = src.load(p, col + 16 * c);
       static_for<RO>([&](auto r) { acc[r][c] = _mm512_fmadd_ps(wp[r], vc, acc[r][c]); });
     });
   }
@@ -184,24 +215,24 @@ constexpr int kMaxValueRegisters = 8;
 
 // Value sums of rows [0, n_rows) of one token (w: their weights' column, rows WS lanes apart) over a chunk, all
 // columns.
-template <int NV, int WS = 1>
-void value_rows(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const float* v, int64_t stride,
-                float* acc_mem, int64_t acc_stride, int64_t col, bool first) {
+template <int NV, int WS = 1, typename Rows>
+void value_rows(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const Rows& src, float* acc_mem,
+                int64_t acc_stride, int64_t col, bool first) {
   constexpr int RO = value_tile_rows(NV);
   for_each_tile<RO>(0, n_rows, [&](auto rows, int64_t r) {
-    value_tile<decltype(rows)::value, NV, WS>(w + WS * r, rows16, n, v + col, stride, acc_mem + r * acc_stride + col,
+    value_tile<decltype(rows)::value, NV, WS>(w + WS * r, rows16, n, src, col, acc_mem + r * acc_stride + col,
                                               acc_stride, first);
   });
 }
 
 // value_rows over every column of the rows (stride floats, in steps of up to kMaxValueRegisters registers).
-template <int WS = 1>
-void value_rows_all_columns(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const float* v, int64_t stride,
-                            float* acc_mem, int64_t acc_stride, bool first) {
+template <int WS = 1, typename Rows>
+void value_rows_all_columns(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const Rows& src,
+                            int64_t stride, float* acc_mem, int64_t acc_stride, bool first) {
   for (int64_t col = 0; col < stride; col += 16 * kMaxValueRegisters) {
     const int64_t nv = std::min<int64_t>(kMaxValueRegisters, (stride - col) / 16);
     static_for<kMaxValueRegisters>([&](auto i) {
-      if (nv == i + 1) value_rows<i + 1, WS>(w, rows16, n_rows, n, v, stride, acc_mem, acc_stride, col, first);
+      if (nv == i + 1) value_rows<i + 1, WS>(w, rows16, n_rows, n, src, acc_mem, acc_stride, col, first);
     });
   }
 }
@@ -339,8 +370,8 @@ struct PackedPass {
 // three alternations against passes that each request their rows ahead: F16, TinyLlama's heads, 2048 positions
 // 338-489 against 372-596, 256 positions 65.5-79.9 against 77.9-98.9; I8 355-413 against 413-498; Llama-3-8B's
 // heads level, 1158-1277 against 1063-1314). Every lane's operations and their order are those of a pass on its
-// own. Scratch (attend_scratch_floats): the interleaved K (or a head's V) chunk [kChunk][stride][G], then each
-// pass's PackedPass arrays.
+// own. Scratch (attend_scratch_floats): the interleaved K (or a head's V, widened unless F16) chunk
+// [kChunk][stride][G], then each pass's PackedPass arrays.
 template <int T, int G>
 void attend_one_token_packed(const float* q, const float* fp8_table, const uint8_t* const* k_blocks,
                              const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
@@ -420,9 +451,16 @@ void attend_one_token_packed(const float* q, const float* fp8_table, const uint8
       }
       for (int j = 0; j < G; ++j) {
         if (pass.m[j] == 0) continue;
-        pass.values[j]->load(p0, n, stride, chunk);
-        value_rows_all_columns<G>(pass.scores + p0 * 16 + j, 16, pass.m[j], n, chunk, stride, pass.outputs + j * stride,
-                                  G * stride, p0 == 0);
+        const float* w = pass.scores + p0 * 16 + j;
+        float* acc = pass.outputs + j * stride;
+        if constexpr (T == kF16) {  // F16Rows says why
+          const uint8_t* rows[kChunk];
+          pass.values[j]->addresses(p0, n, rows);
+          value_rows_all_columns<G>(w, 16, pass.m[j], n, F16Rows{rows, head_dim}, stride, acc, G * stride, p0 == 0);
+        } else {
+          pass.values[j]->load(p0, n, stride, chunk);
+          value_rows_all_columns<G>(w, 16, pass.m[j], n, WidenedRows{chunk, stride}, stride, acc, G * stride, p0 == 0);
+        }
       }
     }
   }
@@ -547,7 +585,8 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     // Every output element still runs one FMA chain in position order.
     // Value sums of rows [0, n_rows_in) (weights w, accumulators acc) over the chunk's positions [j0, j0 + n).
     const auto value_sums = [&](const float* w, int64_t n_rows_in, int64_t j0, int64_t n, float* acc, bool start) {
-      value_rows_all_columns(w + j0 * rows16, rows16, n_rows_in, n, chunk + j0 * stride, stride, acc, stride, start);
+      value_rows_all_columns(w + j0 * rows16, rows16, n_rows_in, n, WidenedRows{chunk + j0 * stride, stride}, stride,
+                             acc, stride, start);
     };
     for (int64_t c = 0; c < n_chunks; ++c) {
       const int64_t p0 = c * kChunk;
