@@ -21,12 +21,12 @@
 // chunk by chunk, and needs only the first pass's requests (attention_avx512.cpp).
 //
 // A prompt run's requests go to L2 (prefetcht1), 8 positions ahead; a one-token call's to L2 16 ahead and again
-// into L1 (prefetcht0) 4 ahead (RequestScheme below). Into L1 alone they held the first head's loads on memory all
-// the same: kernels_bench's BM_AttentionDecodeCold (one
-// sequence, one thread, 22 layers' K/V behind a 24 MiB stream, Zen 4), µs per layer, T0 16 ahead -> T1 8 ahead:
-// F16 at 256 positions 92.6 -> 62.3 (AVX2 83.7 -> 52.6), at 2048 630 -> 478 (589 -> 407); F32 739 -> 610, BF16
-// 618 -> 454, I8 500 -> 446 (AVX2 401 -> 416), FP8 (bound by its table lookups) level. The L1 request a few
-// positions before the read then finds the line in L2 and costs little. In the model, decode steps alternating
+// into L1 (prefetcht0) 4 ahead (RequestScheme below). Into L1 alone they held the first head's loads on memory
+// all the same: kernels_bench's BM_AttentionDecodeCold (one sequence, one thread, 22 layers' K/V behind a 24 MiB
+// stream, Zen 4), µs per layer, T0 16 ahead -> T1 8 ahead: F16 at 256 positions 92.6 -> 62.3 (AVX2 83.7 ->
+// 52.6), at 2048 630 -> 478 (589 -> 407); F32 739 -> 610, BF16 618 -> 454, I8 500 -> 446 (AVX2 401 -> 416), FP8
+// (bound by its table lookups) level. The L1 request a few positions before the read then finds the line in L2
+// and costs little. In the model, decode steps alternating
 // between the two schemes in one process (docs/performance.md, "AMD Zen 4, fourteenth session"), TinyLlama Q4_0,
 // batch 1: 0.88-0.91x the step of L2 8 ahead after 2000 positions (three runs of 1000 rounds), 0.79x at the AVX2
 // level; level after 32 (0.997-1.000 in the host's fast minutes, 0.988-1.007 in its slow ones). A prompt's rows
