@@ -81,42 +81,41 @@ struct HeadRows : KvHeadSlice {
     return 1.0f;
   }
 
-  // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
-  // rows [n, kChunk) are zeroed. The block and slot advance with the position (one division per chunk). The
-  // row's address and scale are taken once per row, into locals: the stores to dst may alias this struct's
-  // fields as far as the compiler knows, and it had reloaded them for every vector.
-  void load(int64_t p0, int64_t n, int64_t stride, float* dst) const {
-    const int64_t size = block_size, dim = head_dim;
-    const float* const table = fp8_table;
-    int64_t block_index = p0 / size, slot = p0 % size;
-    std::optional<RowsAhead> walk;
-    if (ahead != nullptr) walk = ahead->from(p0);
-    for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == size ? (++block_index, 0) : slot + 1) {
-      float* d = dst + j * stride;
-      if (j >= n) {
-        std::memset(d, 0, size_t(stride) * sizeof(float));
-        continue;
-      }
-      if (walk) walk->request_next();
-      const uint8_t* r = row(block_index, slot);
-      const __m512 scale = _mm512_set1_ps(scale_of(block_index, slot));
-      for (int64_t i = 0; i < stride; i += 16) {
-        const __m512 x = load16<T>(r, i, first_lanes(dim - i), table);
-        _mm512_storeu_ps(d + i, (T == kI8 || T == kFP8) ? _mm512_mul_ps(x, scale) : x);
-      }
-    }
-  }
-
-  // The addresses of rows [p0, p0 + n) into dst, with the requests ahead that load() makes.
-  void addresses(int64_t p0, int64_t n, const uint8_t** dst) const {
+  // Calls fn(j, block_index, slot) for row j of positions [p0, p0 + n), each after the walk's request ahead
+  // (`ahead`'s, when set). The block and slot advance with the position (one division per call), in locals.
+  template <typename Fn>
+  void for_each_row(int64_t p0, int64_t n, Fn&& fn) const {
     const int64_t size = block_size;
     int64_t block_index = p0 / size, slot = p0 % size;
     std::optional<RowsAhead> walk;
     if (ahead != nullptr) walk = ahead->from(p0);
     for (int64_t j = 0; j < n; ++j, slot = slot + 1 == size ? (++block_index, 0) : slot + 1) {
       if (walk) walk->request_next();
-      dst[j] = row(block_index, slot);
+      fn(j, block_index, slot);
     }
+  }
+
+  // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
+  // rows [n, kChunk) are zeroed. The row's address and scale are taken once per row, into locals: the stores to
+  // dst may alias this struct's fields as far as the compiler knows, and it had reloaded them for every vector.
+  void load(int64_t p0, int64_t n, int64_t stride, float* dst) const {
+    const int64_t dim = head_dim;
+    const float* const table = fp8_table;
+    for_each_row(p0, n, [&](int64_t j, int64_t block_index, int64_t slot) {
+      float* d = dst + j * stride;
+      const uint8_t* r = row(block_index, slot);
+      const __m512 scale = _mm512_set1_ps(scale_of(block_index, slot));
+      for (int64_t i = 0; i < stride; i += 16) {
+        const __m512 x = load16<T>(r, i, first_lanes(dim - i), table);
+        _mm512_storeu_ps(d + i, (T == kI8 || T == kFP8) ? _mm512_mul_ps(x, scale) : x);
+      }
+    });
+    std::memset(dst + n * stride, 0, size_t((kChunk - n) * stride) * sizeof(float));
+  }
+
+  // The addresses of rows [p0, p0 + n) into dst, with the requests ahead that load() makes.
+  void addresses(int64_t p0, int64_t n, const uint8_t** dst) const {
+    for_each_row(p0, n, [&](int64_t j, int64_t block_index, int64_t slot) { dst[j] = row(block_index, slot); });
   }
 };
 
@@ -263,23 +262,15 @@ template <int T, int G>
 void load_interleaved(const HeadRows<T>* const (&heads)[G], int64_t p0, int64_t n, int64_t stride, float* dst) {
   const HeadRows<T>& lead = *heads[0];
   // The heads' fields in locals, each row's addresses once per position (HeadRows::load says why).
-  const int64_t size = lead.block_size, dim = lead.head_dim;
+  const int64_t dim = lead.head_dim;
   const float* const fp8_table = lead.fp8_table;
-  int64_t block_index = p0 / size, slot = p0 % size;
-  std::optional<RowsAhead> walk;
-  if (lead.ahead != nullptr) walk = lead.ahead->from(p0);
   // Lane pairs, then (G = 4) 64-bit pairs: a0 b0 a1 b1 … and then a0 b0 c0 d0 a1 b1 c1 d1 ….
   const __m512i pair_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i pair_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const __m512i quad_lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
   const __m512i quad_hi = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
-  for (int64_t j = 0; j < kChunk; ++j, slot = slot + 1 == size ? (++block_index, 0) : slot + 1) {
+  lead.for_each_row(p0, n, [&](int64_t j, int64_t block_index, int64_t slot) {
     float* d = dst + j * stride * G;
-    if (j >= n) {
-      std::memset(d, 0, size_t(stride * G) * sizeof(float));
-      continue;
-    }
-    if (walk) walk->request_next();
     const uint8_t* rows[G];
     __m512 scales[G];
     static_for<G>([&](auto h) {
@@ -312,7 +303,8 @@ void load_interleaved(const HeadRows<T>* const (&heads)[G], int64_t p0, int64_t 
         _mm512_storeu_ps(at + 48, _mm512_permutex2var_ps(ab_hi, quad_hi, cd_hi));
       }
     }
-  }
+  });
+  std::memset(dst + n * stride * G, 0, size_t((kChunk - n) * stride * G) * sizeof(float));
 }
 
 // score_tile for one register of G kv heads' rows: the key element of P positions broadcast G floats at a time
