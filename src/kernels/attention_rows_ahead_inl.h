@@ -26,12 +26,12 @@
 // stream, Zen 4), µs per layer, T0 16 ahead -> T1 8 ahead: F16 at 256 positions 92.6 -> 62.3 (AVX2 83.7 ->
 // 52.6), at 2048 630 -> 478 (589 -> 407); F32 739 -> 610, BF16 618 -> 454, I8 500 -> 446 (AVX2 401 -> 416), FP8
 // (bound by its table lookups) level. The L1 request a few positions before the read then finds the line in L2
-// and costs little. In the model, decode steps alternating
-// between the two schemes in one process (docs/performance.md, "AMD Zen 4, fourteenth session"), TinyLlama Q4_0,
-// batch 1: 0.88-0.91x the step of L2 8 ahead after 2000 positions (three runs of 1000 rounds), 0.79x at the AVX2
-// level; level after 32 (0.997-1.000 in the host's fast minutes, 0.988-1.007 in its slow ones). A prompt's rows
-// are mostly in cache (its runs read the rows the runs before them wrote): there the L1 requests cost 5 %
-// (kernels_bench BM_Attention/512/8, 13.7-15.1 ms against 13.1-13.4), so prompt runs keep the L2 scheme.
+// and costs little. In the model, decode steps alternating between the two schemes in one process
+// (docs/performance.md, "AMD Zen 4, fourteenth session"), TinyLlama Q4_0, batch 1: 0.88-0.91x the step of L2 8
+// ahead after 2000 positions (three runs of 1000 rounds), 0.79x at the AVX2 level; level after 32 (0.997-1.000 in
+// the host's fast minutes, 0.988-1.007 in its slow ones). A prompt's rows are mostly in cache (its runs read the
+// rows the runs before them wrote): there the L1 requests cost 5 % (kernels_bench BM_Attention/512/8, 13.7-15.1 ms
+// against 13.1-13.4), so prompt runs keep the L2 scheme.
 #pragma once
 
 #include <immintrin.h>
@@ -81,12 +81,16 @@ class RowsAhead {
     return rest;
   }
 
-  // A walk whose first request is for position p + scheme.l2_ahead (reading starts at p).
+  // A walk whose first requests are for positions p + scheme.l2_ahead and p + scheme.l1_ahead (reading starts
+  // at p).
   RowsAhead from(int64_t p) const {
     RowsAhead walk = *this;
     walk.position_ = p + scheme_.l2_ahead;
     walk.block_ = walk.position_ / block_size_;
     walk.slot_ = walk.position_ % block_size_;
+    const int64_t near = p + scheme_.l1_ahead;
+    walk.near_block_ = near / block_size_;
+    walk.near_slot_ = near % block_size_;
     return walk;
   }
 
@@ -98,16 +102,16 @@ class RowsAhead {
       for (int64_t line = 0; line < end_ - offset_; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(at + line), _MM_HINT_T1);
       }
-      const int64_t near = position_ - (scheme_.l2_ahead - scheme_.l1_ahead);
-      if (scheme_.l1_ahead > 0 && near >= 0) {
-        const uint8_t* row = blocks_[near / block_size_] + near % block_size_ * row_bytes_ + offset_;
+      if (scheme_.l1_ahead > 0) {
+        const uint8_t* near = blocks_[near_block_] + near_slot_ * row_bytes_ + offset_;
         for (int64_t line = 0; line < end_ - offset_; line += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(row + line), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(near + line), _MM_HINT_T0);
         }
       }
     }
     ++position_;
     slot_ = slot_ + 1 == block_size_ ? (++block_, 0) : slot_ + 1;
+    near_slot_ = near_slot_ + 1 == block_size_ ? (++near_block_, 0) : near_slot_ + 1;
   }
 
  private:
@@ -115,7 +119,8 @@ class RowsAhead {
   int64_t block_size_, row_bytes_, n_positions_, head_bytes_, group_;
   RequestScheme scheme_;
   int64_t offset_, end_;  // the requested bytes of a row: [offset_, end_)
-  int64_t position_ = 0, block_ = 0, slot_ = 0;
+  int64_t position_ = 0, block_ = 0, slot_ = 0;  // the next L2 request's row
+  int64_t near_block_ = 0, near_slot_ = 0;         // the next L1 request's row, l2_ahead - l1_ahead behind it
 };
 
 // One kv head's slice of every K (or V) row, read through the block table: each ISA's HeadRows adds its load.
