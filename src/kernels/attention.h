@@ -50,18 +50,17 @@ inline int64_t attend_heads_unit(const AttentionShape& shape) {
 }
 
 // Floats of scratch one call needs when its last token attends n_pos positions, for the larger of the two kernel
-// layouts. AVX2: scores for every query row (each token × each query head of a kv-head group) and position,
-// fp32 copies of 8 K/V rows, of the queries and of the outputs. AVX-512: the queries transposed (16 rows per
-// register), scores [position][row] in chunks of 48 positions, 48 fp32 K/V rows (four kv heads' interleaved, for
-// one token), the outputs and two floats per row (its score maximum and 1 / Σ e). One token over several kv heads
+// layouts. Both levels: the queries transposed (8 rows per register at AVX2, 16 at AVX-512), scores
+// [position][row] in chunks of 48 positions, 48 fp32 K/V rows (at AVX-512 four kv heads' interleaved, for one
+// token), the outputs and two floats per row (its score maximum and 1 / Σ e). One token over several kv heads
 // of at most 8 query heads each (AVX-512): the queries, scores, maxima and outputs of every pass of G kv heads
 // (G = 4 for groups of up to 4 query heads, else 2; 16 lanes) at once, as the passes run chunk by chunk together.
 inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape, int64_t n_tokens = 1) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t rows = n_tokens * group;
   const int64_t stride8 = (shape.head_dim + 7) / 8 * 8, stride16 = (shape.head_dim + 15) / 16 * 16;
-  const int64_t avx2 = rows * ((n_pos + 7) / 8 * 8 + 2 * stride8) + 8 * stride8;
-  const int64_t rows16 = (rows + 15) / 16 * 16, n_pos48 = (n_pos + 47) / 48 * 48;
+  const int64_t rows8 = (rows + 7) / 8 * 8, rows16 = (rows + 15) / 16 * 16, n_pos48 = (n_pos + 47) / 48 * 48;
+  const int64_t avx2 = rows8 * (shape.head_dim + n_pos48 + 2) + 48 * stride8 + rows * stride8;
   const int64_t avx512 = rows16 * (shape.head_dim + n_pos48 + 2) + 4 * 48 * stride16 + rows16 * stride16;
   const int64_t packed_g = attend_packed_kv_heads(shape), passes = (shape.n_head_kv + packed_g - 1) / packed_g;
   const int64_t packed =

@@ -3,11 +3,12 @@
 // A call's query rows (each token × each query head of one kv-head group: 64 for an 8-token prompt run of
 // TinyLlama) are transposed once into Qt[d][row], 16 rows to a register. A score tile then takes RV such
 // registers by P positions: per dimension d, RV loads of Qt and P broadcasts of key elements feed RV·P FMAs, all
-// operands in L1 (the AVX2 kernel's dot products load a key vector per FMA pair and pay a horizontal reduction
-// per score). The softmax runs down the positions with 16 rows per register, so it needs no horizontal step
-// either, and the value sums broadcast one weight per row against the value row's registers. The score tiles
-// also keep each row's running maximum over the positions every row sees, and the weights of a chunk of values
-// are normalized right before its value tiles, so the softmax reads the scores once (for the exponentials).
+// operands in L1 (dot products instead would load a key vector per FMA pair and pay a horizontal reduction per
+// score; attention_avx2.cpp runs this design at 8 lanes). The softmax runs down the positions with 16 rows per
+// register, so it needs no horizontal step either, and the value sums broadcast one weight per row against the
+// value row's registers. The score tiles also keep each row's running maximum over the positions every row sees,
+// and the weights of a chunk of values are normalized right before its value tiles, so the softmax reads the
+// scores once (for the exponentials).
 //
 // Every element is defined without reference to the tile or the batch, so a token gives the same bits alone
 // (decode) or inside any prompt run, in any split of heads:
