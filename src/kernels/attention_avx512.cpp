@@ -1,21 +1,6 @@
-// AVX-512 attention over block tables for every KV storage type, with the query rows in the vector lanes.
-//
-// A call's query rows (each token × each query head of one kv-head group: 64 for an 8-token prompt run of
-// TinyLlama) are transposed once into Qt[d][row], 16 rows to a register. A score tile then takes RV such
-// registers by P positions: per dimension d, RV loads of Qt and P broadcasts of key elements feed RV·P FMAs, all
-// operands in L1 (dot products instead would load a key vector per FMA pair and pay a horizontal reduction per
-// score; attention_avx2.cpp runs this design at 8 lanes). The softmax runs down the positions with 16 rows per
-// register, so it needs no horizontal step either, and the value sums broadcast one weight per row against the
-// value row's registers. The score tiles also keep each row's running maximum over the positions every row sees,
-// and the weights of a chunk of values are normalized right before its value tiles, so the softmax reads the
-// scores once (for the exponentials).
-//
-// Every element is defined without reference to the tile or the batch, so a token gives the same bits alone
-// (decode) or inside any prompt run, in any split of heads:
-//   score(r, p) = (Σ_d q[r][d] · k'[p][d]) · (1/√d), one FMA chain in d order, k' = k · (k's head scale);
-//   w(r, p)     = e(r, p) · (1 / Σ_p e(r, p)), e = exp(score − max_p score), the sum in position order;
-//   out(r, i)   = Σ_p w(r, p) · v'[p][i], one FMA chain in position order, v' = v · (v's head scale).
-// Positions a row's token does not see are excluded, never weighted by zero.
+// AVX-512 attention over block tables for every KV storage type: attention_lanes_inl.h's kernel (query rows in
+// the vector lanes; its header gives the design and each element's definition) at 16 lanes, and one token's
+// calls over several kv heads in passes that share a register between kv heads (attend_one_token_packed below).
 #include <immintrin.h>
 
 // GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialized variable) as the unused merge
@@ -28,10 +13,9 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
-#include <type_traits>
 #include <vector>
 
-#include "kernels/attention_rows_ahead_inl.h"
+#include "kernels/attention_lanes_inl.h"
 #include "kernels/ops_kernels.h"
 #include "kernels/static_for.h"
 
@@ -62,212 +46,69 @@ inline __m512 load16(const uint8_t* row, int64_t i, __mmask16 m, const float* fp
 
 inline __mmask16 first_lanes(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
 
-// Positions per K or V chunk widened to fp32 at once; a multiple of every score tile's P (6, 8, 12, 16).
-constexpr int64_t kChunk = 48;
+// attention_lanes_inl.h's width: 16 fp32 lanes in 32 registers.
+struct Zmm {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  // Score tiles of RV row registers by P positions: RV·P accumulators, RV query registers and a broadcast.
+  static constexpr int kMaxScoreRegisters = 4;
+  static constexpr int score_tile_positions(int rv) { return rv == 4 ? 6 : rv == 3 ? 8 : rv == 2 ? 12 : 16; }
+  // Value tiles of RO rows by NV column registers: RO·NV accumulators, RO weights and a value register.
+  static constexpr int kMaxValueRegisters = 8;
+  static constexpr int value_tile_rows(int nv) {
+    return nv == 1 ? 12 : nv == 2 ? 9 : nv == 3 ? 7 : nv == 4 ? 6 : nv <= 6 ? 4 : 3;
+  }
 
-// One kv head's K or V rows, read through the block table.
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V x) { _mm512_storeu_ps(p, x); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V exp(V x) { return exp_zmm(x); }
+
+  // The lanes whose token sees position p (p < the lane's limit).
+  struct Limits {
+    __m512i lim;
+    explicit Limits(const int32_t* limit) : lim(_mm512_load_si512(limit)) {}
+    __mmask16 seen(int64_t p) const {
+      return _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(p)), lim);
+    }
+  };
+  static V max_where(__mmask16 lanes, V mx, V x) { return _mm512_mask_max_ps(mx, lanes, mx, x); }
+  static V zero_unless(__mmask16 lanes, V x) { return _mm512_maskz_mov_ps(lanes, x); }
+
+  // A stored row of dim elements, times its head scale s, as fp32 into d[0, stride) (zero past dim).
+  template <int T>
+  static void widen_row(const uint8_t* row, int64_t dim, int64_t stride, float s, const float* table, float* d) {
+    const __m512 scale = _mm512_set1_ps(s);
+    for (int64_t i = 0; i < stride; i += 16) {
+      const __m512 x = load16<T>(row, i, first_lanes(dim - i), table);
+      _mm512_storeu_ps(d + i, (T == kI8 || T == kFP8) ? _mm512_mul_ps(x, scale) : x);
+    }
+  }
+};
+
+constexpr int64_t kChunk = kAttentionChunk;
 template <int T>
-struct HeadRows : KvHeadSlice {
-  // The head's slice of the row at `slot` of block `block_index`.
-  const uint8_t* row(int64_t block_index, int64_t slot) const {
-    return blocks[block_index] + slot * row_bytes + head_offset;
-  }
+using HeadRows = tessera::kernels::HeadRows<Zmm, T>;
+using WidenedRows = tessera::kernels::WidenedRows<Zmm>;
 
-  // The head scale of that row (I8 and FP8; 1 for the float types).
-  float scale_of(int64_t block_index, int64_t slot) const {
-    if constexpr (T == kI8 || T == kFP8) {
-      float s;
-      std::memcpy(&s, blocks[block_index] + scales_offset + (slot * n_head_kv + g) * 4, 4);
-      return s;
-    }
-    return 1.0f;
-  }
-
-  // Calls fn(j, block_index, slot) for row j of positions [p0, p0 + n), each after the walk's request ahead
-  // (`ahead`'s, when set). The block and slot advance with the position (one division per call), in locals.
-  template <typename Fn>
-  void for_each_row(int64_t p0, int64_t n, Fn&& fn) const {
-    const int64_t size = block_size;
-    int64_t block_index = p0 / size, slot = p0 % size;
-    std::optional<RowsAhead> walk;
-    if (ahead != nullptr) walk = ahead->from(p0);
-    for (int64_t j = 0; j < n; ++j, slot = slot + 1 == size ? (++block_index, 0) : slot + 1) {
-      if (walk) walk->request_next();
-      fn(j, block_index, slot);
-    }
-  }
-
-  // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
-  // rows [n, kChunk) are zeroed. The row's address and scale are taken once per row, into locals: the stores to
-  // dst may alias this struct's fields as far as the compiler knows, and it had reloaded them for every vector.
-  void load(int64_t p0, int64_t n, int64_t stride, float* dst) const {
-    const int64_t dim = head_dim;
-    const float* const table = fp8_table;
-    for_each_row(p0, n, [&](int64_t j, int64_t block_index, int64_t slot) {
-      float* d = dst + j * stride;
-      const uint8_t* r = row(block_index, slot);
-      const __m512 scale = _mm512_set1_ps(scale_of(block_index, slot));
-      for (int64_t i = 0; i < stride; i += 16) {
-        const __m512 x = load16<T>(r, i, first_lanes(dim - i), table);
-        _mm512_storeu_ps(d + i, (T == kI8 || T == kFP8) ? _mm512_mul_ps(x, scale) : x);
-      }
-    });
-    std::memset(dst + n * stride, 0, size_t((kChunk - n) * stride) * sizeof(float));
-  }
-
-  // The addresses of rows [p0, p0 + n) into dst, with the requests ahead that load() makes.
-  void addresses(int64_t p0, int64_t n, const uint8_t** dst) const {
-    for_each_row(p0, n, [&](int64_t j, int64_t block_index, int64_t slot) { dst[j] = row(block_index, slot); });
-  }
-};
-
-// The key rows' stride (floats) as a compile-time constant where it is a common head size's, and 0 (read at run
-// time) for the others: with it known, a tile addresses its P positions' key elements from one register with
-// constant offsets. At a run-time stride the compiler keeps P row pointers (16 and 12 in the one-row-register and
-// packed tiles), more than the registers the tile leaves, and moved them through vector registers and the stack
-// every dimension. One-token calls, kernels_bench on Zen 4, 8 ABBA rounds, time against a run-time stride:
-// BM_Attention/2048/1 0.918 [0.851, 0.991], /8192/1 0.842 [0.763, 0.928], /256/1 0.944 [0.866, 1.029]; a TinyLlama
-// Q4_0 decode step after 2000 positions 0.989 [0.978, 1.000] (1500 alternated rounds).
-template <typename Fn>
-void with_key_stride(int64_t stride, Fn&& fn) {
-  switch (stride) {
-    case 64: return fn(std::integral_constant<int64_t, 64>{});
-    case 128: return fn(std::integral_constant<int64_t, 128>{});
-    default: return fn(std::integral_constant<int64_t, 0>{});
-  }
-}
-
-// Scores of RV registers of query rows (from qt, rows16 floats per dimension) against P key rows (k, k_stride
-// floats apart, KS when with_key_stride knows it) into s[p · rows16 + 16 · rv]; the first `seen` positions (those
-// every row sees) also raise the rows' running maxima mx[16 · rv + lane] (a maximum is exact in any order, so the
-// softmax needs no pass for it).
-template <int RV, int P, int64_t KS>
-__attribute__((noinline)) void score_tile(const float* qt, int64_t rows16, int64_t head_dim, const float* k,
-                                          int64_t k_stride, __m512 scale, int64_t seen, float* s, float* mx) {
-  const int64_t stride = KS > 0 ? KS : k_stride;
-  __m512 acc[RV][P];
-  static_for<RV>([&](auto v) { static_for<P>([&](auto p) { acc[v][p] = _mm512_setzero_ps(); }); });
-  for (int64_t d = 0; d < head_dim; ++d) {
-    __m512 q[RV];
-    static_for<RV>([&](auto v) { q[v] = _mm512_loadu_ps(qt + d * rows16 + 16 * v); });
-    static_for<P>([&](auto p) {
-      const __m512 kp = _mm512_set1_ps(k[p * stride + d]);
-      static_for<RV>([&](auto v) { acc[v][p] = _mm512_fmadd_ps(q[v], kp, acc[v][p]); });
-    });
-  }
-  static_for<RV>([&](auto v) {
-    __m512 top = _mm512_loadu_ps(mx + 16 * v);
-    static_for<P>([&](auto p) {
-      const __m512 score = _mm512_mul_ps(acc[v][p], scale);
-      _mm512_storeu_ps(s + p * rows16 + 16 * v, score);
-      if (p < seen) top = _mm512_max_ps(top, score);
-    });
-    _mm512_storeu_ps(mx + 16 * v, top);
-  });
-}
-
-// Positions per score tile for RV row registers: RV·P accumulators, RV query registers and a broadcast within
-// the 32 registers.
-constexpr int score_tile_positions(int rv) { return rv == 4 ? 6 : rv == 3 ? 8 : rv == 2 ? 12 : 16; }
-
-// A chunk's scores for row registers [rv0, rv0 + RV), over the tiles that hold its first n positions (the
-// chunk's rows past n are zero; a last chunk's empty tiles had added ~8 % to a 512-token prompt's score work).
-// Its first `seen` positions are seen by every row: they raise the maxima mx.
-template <int RV>
-void score_chunk(const float* qt, int64_t rows16, int64_t head_dim, const float* k, int64_t stride, float scale,
-                 int64_t n, int64_t seen, float* s, float* mx) {
-  constexpr int P = score_tile_positions(RV);
-  static_assert(kChunk % P == 0);
-  with_key_stride(stride, [&](auto known) {
-    for (int64_t p = 0; p < n; p += P) {
-      score_tile<RV, P, known>(qt, rows16, head_dim, k + p * stride, stride, _mm512_set1_ps(scale),
-                               std::clamp<int64_t>(seen - p, 0, P), s + p * rows16, mx);
-    }
-  });
-}
-
-// Where value tiles read a chunk's V rows: fp32 rows `stride` floats apart (widened from the cache by
-// HeadRows::load, zero past head_dim), ...
-struct WidenedRows {
-  const float* v;
-  int64_t stride;
-  __m512 load(int64_t p, int64_t col) const { return _mm512_loadu_ps(v + p * stride + col); }
-};
-
-// ... or F16 rows read where the cache holds them, one address per position, `dim` elements each (lanes past
-// them zero, as a widened row's padding): the same fp32 values without the copy, which had taken a fifth of a
-// one-token call's time over 2048 positions in cache (attend_one_token_packed's V rows; kernels_bench
-// BM_Attention/2048/1 291-309 us against 314-421, and 0.98-0.99x a TinyLlama decode step after 512-2000
-// positions, Zen 4).
+// Where attend_one_token_packed's value tiles read F16 V rows: where the cache holds them, one address per
+// position, `dim` elements each (lanes past them zero, as a widened row's padding): the same fp32 values without
+// the copy into a widened chunk, which had taken a fifth of a one-token call's time over 2048 positions in cache
+// (kernels_bench BM_Attention/2048/1 291-309 us against 314-421, and 0.98-0.99x a TinyLlama decode step after
+// 512-2000 positions, Zen 4).
 struct F16Rows {
   const uint8_t* const* rows;
   int64_t dim;
   __m512 load(int64_t p, int64_t col) const { return load16<kF16>(rows[p], col, first_lanes(dim - col), nullptr); }
 };
-
-// Value sums of RO rows (weights w[p · rows16 + WS · ro]) over positions [0, n) of a chunk (its rows: src),
-// columns [col, col + 16·NV) of the rows, into acc_mem's rows (acc_stride apart, acc_mem at column col); `first`
-// starts from zero. WS > 1: rows that share their lanes with other kv heads' (attend_one_token_packed).
-template <int RO, int NV, int WS = 1, typename Rows>
-__attribute__((noinline)) void value_tile(const float* w, int64_t rows16, int64_t n, const Rows& src, int64_t col,
-                                          float* acc_mem, int64_t acc_stride, bool first) {
-  __m512 acc[RO][NV];
-  static_for<RO>([&](auto r) {
-    static_for<NV>([&](auto c) {
-      acc[r][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem + r * acc_stride + 16 * c);
-    });
-  });
-  for (int64_t p = 0; p < n; ++p) {
-    __m512 wp[RO];
-    static_for<RO>([&](auto r) { wp[r] = _mm512_set1_ps(w[p * rows16 + WS * r]); });
-    static_for<NV>([&](auto c) {
-      const __m512 vc = src.load(p, col + 16 * c);
-      static_for<RO>([&](auto r) { acc[r][c] = _mm512_fmadd_ps(wp[r], vc, acc[r][c]); });
-    });
-  }
-  static_for<RO>([&](auto r) {
-    static_for<NV>([&](auto c) { _mm512_storeu_ps(acc_mem + r * acc_stride + 16 * c, acc[r][c]); });
-  });
-}
-
-// Rows per value tile for NV column registers: RO·NV accumulators, RO weights and a value register.
-constexpr int value_tile_rows(int nv) { return nv == 1 ? 12 : nv == 2 ? 9 : nv == 3 ? 7 : nv == 4 ? 6 : nv <= 6 ? 4 : 3; }
-constexpr int kMaxValueRegisters = 8;
-
-// Value sums of rows [0, n_rows) of one token (w: their weights' column, rows WS lanes apart) over a chunk, all
-// columns.
-template <int NV, int WS = 1, typename Rows>
-void value_rows(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const Rows& src, float* acc_mem,
-                int64_t acc_stride, int64_t col, bool first) {
-  constexpr int RO = value_tile_rows(NV);
-  for_each_tile<RO>(0, n_rows, [&](auto rows, int64_t r) {
-    value_tile<decltype(rows)::value, NV, WS>(w + WS * r, rows16, n, src, col, acc_mem + r * acc_stride + col,
-                                              acc_stride, first);
-  });
-}
-
-// value_rows over every column of the rows (stride floats, in steps of up to kMaxValueRegisters registers).
-template <int WS = 1, typename Rows>
-void value_rows_all_columns(const float* w, int64_t rows16, int64_t n_rows, int64_t n, const Rows& src,
-                            int64_t stride, float* acc_mem, int64_t acc_stride, bool first) {
-  for (int64_t col = 0; col < stride; col += 16 * kMaxValueRegisters) {
-    const int64_t nv = std::min<int64_t>(kMaxValueRegisters, (stride - col) / 16);
-    static_for<kMaxValueRegisters>([&](auto i) {
-      if (nv == i + 1) value_rows<i + 1, WS>(w, rows16, n_rows, n, src, acc_mem, acc_stride, col, first);
-    });
-  }
-}
-
-// Requests the query rows of heads [h0, h1) of n_tokens tokens into the cache level `Hint` names: a prompt's
-// queries lie in L3 or memory by the time its attention runs, and the transposition into Qt waited on them
-// (~7.5 % of a 512-token prompt's attention, ~5 % with these requests).
-template <_mm_hint Hint>
-void request_queries(const float* q, int64_t q_stride, int64_t n_tokens, int64_t h0, int64_t h1, int64_t head_dim) {
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const auto* row = reinterpret_cast<const char*>(q + t * q_stride + h0 * head_dim);
-    for (int64_t byte = 0; byte < (h1 - h0) * head_dim * 4; byte += 64) _mm_prefetch(row + byte, Hint);
-  }
-}
 
 // ---- one token: several kv heads' query rows share a register ----------------------------------------------
 // A call's rows in the lanes leave a decode step's registers mostly idle: one token has as many rows per kv head
@@ -474,10 +315,12 @@ void attend_one_token_packed(const float* q, const float* fp8_table, const uint8
         if constexpr (T == kF16) {  // F16Rows says why
           const uint8_t* rows[kChunk];
           pass.values[j]->addresses(p0, n, rows);
-          value_rows_all_columns<G>(w, 16, pass.m[j], n, F16Rows{rows, head_dim}, stride, acc, G * stride, p0 == 0);
+          value_rows_all_columns<Zmm, G>(w, 16, pass.m[j], n, F16Rows{rows, head_dim}, stride, acc, G * stride,
+                                         p0 == 0);
         } else {
           pass.values[j]->load(p0, n, stride, chunk);
-          value_rows_all_columns<G>(w, 16, pass.m[j], n, WidenedRows{chunk, stride}, stride, acc, G * stride, p0 == 0);
+          value_rows_all_columns<Zmm, G>(w, 16, pass.m[j], n, WidenedRows{chunk, stride}, stride, acc, G * stride,
+                                         p0 == 0);
         }
       }
     }
@@ -498,20 +341,7 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
                   int64_t scales_offset, int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
                   float scale, int64_t head_begin, int64_t head_end, float* scratch, float* out, int64_t out_stride,
                   int64_t packed_kv_heads) {
-  const int64_t group = n_head / n_head_kv;
-  const int64_t stride = (head_dim + 15) / 16 * 16;  // fp32 K/V and output row stride, zero padded
-  const int64_t last_n_pos = n_pos + n_tokens - 1;  // token i attends n_pos + i positions
-  const int64_t n_chunks = (last_n_pos + kChunk - 1) / kChunk;
-  const int64_t max_rows16 = (n_tokens * group + 15) / 16 * 16;
-  // Scratch layout (attend_scratch_floats): Qt [head_dim][rows16], scores [n_chunks · kChunk][rows16], a K or V
-  // chunk [kChunk][stride], outputs [rows][stride], the rows' score maxima [rows16] and 1 / Σ e [rows16].
-  float* qt = scratch;
-  float* scores = qt + head_dim * max_rows16;
-  float* chunk = scores + n_chunks * kChunk * max_rows16;
-  float* outputs = chunk + kChunk * stride;
-  float* row_max = outputs + n_tokens * group * stride;
-  float* row_inv = row_max + max_rows16;
-
+  const int64_t group = n_head / n_head_kv, last_n_pos = n_pos + n_tokens - 1;
   const RowsAhead keys_ahead(k_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
                              head_end, group, request_scheme(n_tokens));
   const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
@@ -523,113 +353,9 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
     return packed(q, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos, n_head_kv, group, head_dim,
                   scale, head_begin, head_end, keys_ahead, values_ahead, scratch, out);
   }
-
-  // The call's queries into L2 now, each next group's into L1 while the group before it runs.
-  request_queries<_MM_HINT_T1>(q, q_stride, n_tokens, head_begin, head_end, head_dim);
-  for (int64_t g = head_begin / group; g * group < head_end; ++g) {
-    const int64_t h0 = std::max(head_begin, g * group), h1 = std::min(head_end, (g + 1) * group);
-    const int64_t m = h1 - h0;  // row r = token (r / m), head h0 + r % m
-    const int64_t n_rows = n_tokens * m, rows16 = (n_rows + 15) / 16 * 16, n_regs = rows16 / 16;
-    const RowsAhead group_keys_ahead = keys_ahead.from_head(h0), group_values_ahead = values_ahead.from_head(h0);
-    const HeadRows<T> keys{kv_head_slice<T>(k_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
-                                            &group_keys_ahead)};
-    const HeadRows<T> values{kv_head_slice<T>(v_blocks, block_size, scales_offset, n_head_kv, head_dim, g, fp8_table,
-                                              &group_values_ahead)};
-
-    if (h1 < head_end) {
-      request_queries<_MM_HINT_T0>(q, q_stride, n_tokens, h1, std::min(head_end, h1 + group), head_dim);
-    }
-    // Qt[d][row], row by row (a division per element, r / m and r % m, had cost a decode call more than its
-    // scores at short contexts). A 16 x 16 transposition in registers measured no faster: the loads' latency
-    // bounds it.
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t i = 0; i < m; ++i) {
-        const float* src = q + t * q_stride + (h0 + i) * head_dim;
-        float* dst = qt + t * m + i;
-        for (int64_t d = 0; d < head_dim; ++d) dst[d * rows16] = src[d];
-      }
-    }
-    for (int64_t d = 0; d < head_dim; ++d) std::fill(qt + d * rows16 + n_rows, qt + (d + 1) * rows16, 0.0f);
-
-    const auto positions_in = [&](int64_t c) { return std::min(kChunk, last_n_pos - c * kChunk); };
-    std::fill(row_max, row_max + rows16, -INFINITY);
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      const int64_t p0 = c * kChunk;
-      const int64_t n = positions_in(c), seen = std::clamp<int64_t>(n_pos - p0, 0, n);
-      keys.load(p0, n, stride, chunk);
-      float* s = scores + p0 * rows16;
-      for (int64_t v0 = 0; v0 < n_regs; v0 += 4) {  // up to 4 row registers a tile
-        static_for<4>([&](auto i) {
-          if (std::min<int64_t>(4, n_regs - v0) == i + 1) {
-            score_chunk<i + 1>(qt + 16 * v0, rows16, head_dim, chunk, stride, scale, n, seen, s + 16 * v0,
-                               row_max + 16 * v0);
-          }
-        });
-      }
-    }
-
-    // Softmax down the positions, 16 rows at a time; a lane's positions end at its token's n_pos. The maxima
-    // over positions [0, n_pos), which every row sees, came with the scores.
-    // The last position + 1 a register's rows see (their last row's token's n_pos).
-    const auto register_end = [&](int64_t v) { return n_pos + (std::min(16 * v + 15, n_rows - 1)) / m; };
-    for (int64_t v = 0; v < n_regs; ++v) {
-      alignas(64) int32_t limit[16];
-      for (int64_t l = 0; l < 16; ++l) {
-        const int64_t r = 16 * v + l;
-        limit[l] = r < n_rows ? static_cast<int32_t>(n_pos + r / m) : 0;
-      }
-      const __m512i lim = _mm512_load_si512(limit);
-      const int64_t end = register_end(v);
-      float* s = scores + 16 * v;
-      __m512 mx = _mm512_loadu_ps(row_max + 16 * v);
-      for (int64_t p = n_pos; p < end; ++p) {
-        const __mmask16 seen = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(p)), lim);
-        mx = _mm512_mask_max_ps(mx, seen, mx, _mm512_loadu_ps(s + p * rows16));
-      }
-      __m512 sum = _mm512_setzero_ps();
-      for (int64_t p = 0; p < end; ++p) {
-        const __mmask16 seen = _mm512_cmplt_epi32_mask(_mm512_set1_epi32(static_cast<int32_t>(p)), lim);
-        const __m512 e = _mm512_maskz_mov_ps(seen, exp_zmm(_mm512_sub_ps(_mm512_loadu_ps(s + p * rows16), mx)));
-        _mm512_storeu_ps(s + p * rows16, e);
-        sum = _mm512_add_ps(sum, e);
-      }
-      _mm512_storeu_ps(row_inv + 16 * v, _mm512_div_ps(_mm512_set1_ps(1.0f), sum));
-    }
-
-    // Outputs: per chunk of values, each token's rows over the positions it sees (n_pos + token). The positions
-    // of a chunk that every token sees (all before n_pos) take all rows of the call as one range, so the row
-    // tiles run full across tokens (TinyLlama's 8 rows per token had left a 2-row tile per token, at half the
-    // FMA rate of the 6-row one); each token's rows then go on over the positions only it and later tokens see.
-    // Every output element still runs one FMA chain in position order.
-    // Value sums of rows [0, n_rows_in) (weights w, accumulators acc) over the chunk's positions [j0, j0 + n).
-    const auto value_sums = [&](const float* w, int64_t n_rows_in, int64_t j0, int64_t n, float* acc, bool start) {
-      value_rows_all_columns(w + j0 * rows16, rows16, n_rows_in, n, WidenedRows{chunk + j0 * stride, stride}, stride,
-                             acc, stride, start);
-    };
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      const int64_t p0 = c * kChunk;
-      values.load(p0, positions_in(c), stride, chunk);
-      // The chunk's weights e · (1 / Σ e), while they are in L1 for the value tiles.
-      for (int64_t v = 0; v < n_regs; ++v) {
-        const __m512 inv = _mm512_loadu_ps(row_inv + 16 * v);
-        float* s = scores + 16 * v;
-        for (int64_t p = p0, end = std::min(p0 + kChunk, register_end(v)); p < end; ++p) {
-          _mm512_storeu_ps(s + p * rows16, _mm512_mul_ps(_mm512_loadu_ps(s + p * rows16), inv));
-        }
-      }
-      const float* w = scores + p0 * rows16;
-      const int64_t shared = std::min(kChunk, n_pos - p0);  // positions of the chunk every token sees
-      if (shared > 0) value_sums(w, n_rows, 0, shared, outputs, p0 == 0);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const int64_t j0 = std::max<int64_t>(shared, 0), n = std::min(kChunk, n_pos + t - p0) - j0;
-        if (n > 0) value_sums(w + t * m, m, j0, n, outputs + t * m * stride, p0 == 0 && j0 == 0);
-      }
-    }
-    for (int64_t r = 0; r < n_rows; ++r) {
-      std::memcpy(out + (r / m) * out_stride + (h0 + r % m) * head_dim, outputs + r * stride,
-                  size_t(head_dim) * sizeof(float));
-    }
-  }
+  attend_groups<Zmm, T>(q, q_stride, n_tokens, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos,
+                        n_head_kv, group, head_dim, scale, head_begin, head_end, keys_ahead, values_ahead, scratch,
+                        out, out_stride);
 }
 
 }  // namespace
