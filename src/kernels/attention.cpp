@@ -100,7 +100,7 @@ void attend_tokens(const float* q, int64_t q_stride, int64_t n_tokens, const KvB
     return kernels::avx2::attend(q, q_stride, n_tokens, static_cast<int>(kv.type), fp8_e4m3_table().data(),
                                  kv.k_blocks, kv.v_blocks, kv.block_size, kv.scales_offset, n_pos, shape.n_head,
                                  shape.n_head_kv, shape.head_dim, shape.scale, head_begin, head_end, scratch, out,
-                                 out_stride);
+                                 out_stride, attend_packed_kv_heads(shape));
   }
   for (int64_t i = 0; i < n_tokens; ++i) {
     attend(q + i * q_stride, kv, n_pos + i, shape, head_begin, head_end, scratch, out + i * out_stride, isa);

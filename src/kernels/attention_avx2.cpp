@@ -72,6 +72,11 @@ struct Ymm {
   // Value tiles of RO rows by NV column registers: RO·NV accumulators, RO weights and a value register.
   static constexpr int kMaxValueRegisters = 4;
   static constexpr int value_tile_rows(int nv) { return nv == 1 ? 7 : nv == 2 ? 5 : 3; }
+  // One-token passes widen F16 V rows into a chunk, as other types', rather than read them in place (F16Rows):
+  // a row then takes one F16C conversion, not one per value tile. kernels_bench, one thread, 5 ABBA rounds,
+  // reading in place against widened: BM_AttentionDecodeCold/2048/1/0 1.136x the time against 1.000x of the
+  // group-by-group path, BM_Attention/2048/1 0.98x against 0.79x.
+  static constexpr bool kValueRowsInPlace = false;
 
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
@@ -97,18 +102,37 @@ struct Ymm {
   static V max_where(__m256 lanes, V mx, V x) { return _mm256_blendv_ps(mx, _mm256_max_ps(mx, x), lanes); }
   static V zero_unless(__m256 lanes, V x) { return _mm256_and_ps(lanes, x); }
 
-  // A stored row of dim elements, times its head scale s, as fp32 into d[0, stride) (zero past dim).
+  // Elements [i, i + 8) of a stored row of dim elements as fp32 (without the head scale), zero past dim.
   template <int T>
-  static void widen_row(const uint8_t* row, int64_t dim, int64_t stride, float s, const float* table, float* d) {
-    constexpr bool kScaled = T == kI8 || T == kFP8;
-    const int64_t n_vec = dim / 8 * 8;
-    const __m256 scale = _mm256_set1_ps(s);
-    for (int64_t i = 0; i < n_vec; i += 8) {
-      const __m256 x = load8<T>(row, i, table);
-      _mm256_storeu_ps(d + i, kScaled ? _mm256_mul_ps(x, scale) : x);
+  static V load_row(const uint8_t* row, int64_t i, int64_t dim, const float* table) {
+    if (dim - i >= 8) return load8<T>(row, i, table);
+    alignas(32) float tail[8] = {};
+    for (int64_t l = 0; l < dim - i; ++l) tail[l] = load1<T>(row, i + l, table);
+    return _mm256_load_ps(tail);
+  }
+
+  // G registers (G kv heads' elements [i, i + 8)) stored element by element interleaved: at[G·l + h] = x[h][l].
+  template <int G>
+  static void store_interleaved(const V (&x)[G], float* at) {
+    if constexpr (G == 1) {
+      _mm256_storeu_ps(at, x[0]);
+    } else {
+      static_assert(G == 2);
+      // a0 b0 a1 b1 | a4 b4 a5 b5 and a2 b2 a3 b3 | a6 b6 a7 b7, then their halves in order.
+      const __m256 lo = _mm256_unpacklo_ps(x[0], x[1]), hi = _mm256_unpackhi_ps(x[0], x[1]);
+      _mm256_storeu_ps(at, _mm256_permute2f128_ps(lo, hi, 0x20));
+      _mm256_storeu_ps(at + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
     }
-    for (int64_t i = n_vec; i < stride; ++i) {
-      d[i] = i >= dim ? 0.0f : kScaled ? load1<T>(row, i, table) * s : load1<T>(row, i, table);
+  }
+
+  // The G floats at e repeated over the register (vbroadcastss, vbroadcastsd).
+  template <int G>
+  static V broadcast_group(const float* e) {
+    if constexpr (G == 1) {
+      return _mm256_broadcast_ss(e);
+    } else {
+      static_assert(G == 2);
+      return _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(e)));
     }
   }
 };
@@ -117,12 +141,25 @@ template <int T>
 void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const float* fp8_table,
                   const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size,
                   int64_t scales_offset, int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
-                  float scale, int64_t head_begin, int64_t head_end, float* scratch, float* out, int64_t out_stride) {
+                  float scale, int64_t head_begin, int64_t head_end, float* scratch, float* out, int64_t out_stride,
+                  int64_t packed_kv_heads) {
   const int64_t group = n_head / n_head_kv, last_n_pos = n_pos + n_tokens - 1;
   const RowsAhead keys_ahead(k_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
                              head_end, group, request_scheme(n_tokens));
   const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
                                head_end, group, request_scheme(n_tokens));
+  // One token over more than one kv head, in passes of half the kv heads a 16-lane register packs (attention.h's
+  // attend_packed_kv_heads, passed in): 2 for groups of up to 4 query heads, 1 (a pass a kv head) for up to 8. The
+  // passes run chunk by chunk together, so each chunk's rows come from memory once for all of them. Against the
+  // group-by-group path, Zen 4 at the AVX2 level: kernels_bench (one thread, 5 ABBA rounds) BM_AttentionDecodeCold
+  // 2048 positions 0.67x the time with Llama-3-8B's heads (two kv heads a register), 1.00x with TinyLlama's,
+  // BM_Attention/2048/1 0.79x; a TinyLlama Q4_0 decode step after 2000 positions 0.953x (607 alternated rounds,
+  // slower minutes) and 0.967x (93, faster), a batch-16 step after 512 0.962x, level after 32.
+  if (n_tokens == 1 && head_begin / group != (head_end - 1) / group && packed_kv_heads > 1) {
+    const auto packed = packed_kv_heads == 4 ? attend_one_token_packed<Ymm, T, 2> : attend_one_token_packed<Ymm, T, 1>;
+    return packed(q, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos, n_head_kv, group, head_dim,
+                  scale, head_begin, head_end, keys_ahead, values_ahead, scratch, out);
+  }
   attend_groups<Ymm, T>(q, q_stride, n_tokens, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos,
                         n_head_kv, group, head_dim, scale, head_begin, head_end, keys_ahead, values_ahead, scratch,
                         out, out_stride);
@@ -133,13 +170,13 @@ void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const floa
 void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, const float* fp8_table,
             const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
             int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
-            int64_t head_end, float* scratch, float* out, int64_t out_stride) {
+            int64_t head_end, float* scratch, float* out, int64_t out_stride, int64_t packed_kv_heads) {
   switch (kv_type) {
 #define TESSERA_ATTEND_CASE(T)                                                                                 \
   case T:                                                                                                      \
     return attend_typed<T>(q, q_stride, n_tokens, fp8_table, k_blocks, v_blocks, block_size, scales_offset,    \
                            n_pos, n_head, n_head_kv, head_dim, scale, head_begin, head_end, scratch, out,      \
-                           out_stride);
+                           out_stride, packed_kv_heads);
     TESSERA_ATTEND_CASE(kF32)
     TESSERA_ATTEND_CASE(kF16)
     TESSERA_ATTEND_CASE(kBF16)

@@ -33,6 +33,7 @@
 #include <cstring>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/attention_rows_ahead_inl.h"
 #include "kernels/static_for.h"
@@ -84,8 +85,13 @@ struct HeadRows : KvHeadSlice {
     const int64_t dim = head_dim;
     const float* const table = fp8_table;
     for_each_row(p0, n, [&](int64_t j, int64_t block_index, int64_t slot) {
-      L::template widen_row<T>(row(block_index, slot), dim, stride, scale_of(block_index, slot), table,
-                               dst + j * stride);
+      float* d = dst + j * stride;
+      const uint8_t* r = row(block_index, slot);
+      const typename L::V scale = L::set1(scale_of(block_index, slot));
+      for (int64_t i = 0; i < stride; i += L::kLanes) {
+        const typename L::V x = L::template load_row<T>(r, i, dim, table);
+        L::store(d + i, (T == kI8 || T == kFP8) ? L::mul(x, scale) : x);
+      }
     });
     std::memset(dst + n * stride, 0, size_t((kAttentionChunk - n) * stride) * sizeof(float));
   }
@@ -160,12 +166,24 @@ void score_chunk(const float* qt, int64_t rows_padded, int64_t head_dim, const f
 }
 
 // Where value tiles read a chunk's V rows: fp32 rows `stride` floats apart (widened from the cache by
-// HeadRows::load, zero past head_dim). (attention_avx512.cpp adds F16 rows read where the cache holds them.)
+// HeadRows::load, zero past head_dim), ...
 template <typename L>
 struct WidenedRows {
   const float* v;
   int64_t stride;
   typename L::V load(int64_t p, int64_t col) const { return L::load(v + p * stride + col); }
+};
+
+// ... or F16 rows read where the cache holds them, one address per position, `dim` elements each (lanes past
+// them zero, as a widened row's padding): the same fp32 values without the copy, which had taken a fifth of a
+// one-token call's time over 2048 positions in cache (attend_one_token_packed's V rows; kernels_bench
+// BM_Attention/2048/1 291-309 us against 314-421, and 0.98-0.99x a TinyLlama decode step after 512-2000
+// positions, Zen 4, AVX-512).
+template <typename L>
+struct F16Rows {
+  const uint8_t* const* rows;
+  int64_t dim;
+  typename L::V load(int64_t p, int64_t col) const { return L::template load_row<kF16>(rows[p], col, dim, nullptr); }
 };
 
 // Value sums of RO rows (weights w[p · rows_padded + WS · ro]) over positions [0, n) of a chunk (its rows: src),
@@ -349,6 +367,211 @@ void attend_groups(const float* q, int64_t q_stride, int64_t n_tokens, const flo
     for (int64_t r = 0; r < n_rows; ++r) {
       std::memcpy(out + (r / m) * out_stride + (h0 + r % m) * head_dim, outputs + r * stride,
                   size_t(head_dim) * sizeof(float));
+    }
+  }
+}
+
+// ---- one token: several kv heads' query rows share a register ----------------------------------------------
+// A call's rows in the lanes leave a decode step's registers mostly idle: one token has as many rows per kv head
+// as the head has query heads (8 for TinyLlama, 4 for Llama-3-8B). So one token's call takes G kv heads in one
+// register (16 lanes: G = 2 for up to 8 query heads each, 4 for up to 4; 8 lanes: G = 1 for up to 8, 2 for up to
+// 4): lane G·i + j is query head i of the pass's kv head j. The pass's K rows are interleaved element by element,
+// dst[p][d][j], so that one broadcast of G floats gives every lane its own head's key element. Each lane still
+// runs exactly the operations of the definitions at the top, in the same order: a token's bits are those of any
+// prompt run.
+
+// Rows of positions [p0, p0 + n) of the G heads (heads[j] null: a lane group without heads, zeros) into
+// dst[j][d][G] (row j's element d of head jj at dst[(j · stride + d) · G + jj]); rows [n, chunk) are zeroed.
+// heads[0] is never null; its `ahead` requests the rows ahead, as HeadRows::load's does.
+template <typename L, int T, int G>
+void load_interleaved(const HeadRows<L, T>* const (&heads)[G], int64_t p0, int64_t n, int64_t stride, float* dst) {
+  using V = typename L::V;
+  const HeadRows<L, T>& lead = *heads[0];
+  // The heads' fields in locals, each row's addresses once per position (HeadRows::load says why).
+  const int64_t dim = lead.head_dim;
+  const float* const fp8_table = lead.fp8_table;
+  lead.for_each_row(p0, n, [&](int64_t j, int64_t block_index, int64_t slot) {
+    float* d = dst + j * stride * G;
+    const uint8_t* rows[G];
+    V scales[G];
+    static_for<G>([&](auto h) {
+      rows[h] = heads[h] != nullptr ? heads[h]->row(block_index, slot) : nullptr;
+      scales[h] = L::set1(heads[h] != nullptr ? heads[h]->scale_of(block_index, slot) : 0.0f);
+    });
+    for (int64_t i = 0; i < stride; i += L::kLanes) {
+      V x[G];
+      static_for<G>([&](auto h) {
+        if (rows[h] == nullptr) {
+          x[h] = L::zero();
+        } else {
+          x[h] = L::template load_row<T>(rows[h], i, dim, fp8_table);
+          if constexpr (T == kI8 || T == kFP8) x[h] = L::mul(x[h], scales[h]);
+        }
+      });
+      L::template store_interleaved<G>(x, d + i * G);
+    }
+  });
+  std::memset(dst + n * stride * G, 0, size_t((kAttentionChunk - n) * stride * G) * sizeof(float));
+}
+
+// score_tile for one register of G kv heads' rows: the key element of P positions broadcast G floats at a time
+// from the interleaved chunk (rows k_stride floats apart; KS, G times with_key_stride's, when known). The first
+// `seen` positions (those before the chunk's zeroed rows) raise the maxima.
+template <typename L, int P, int G, int64_t KS>
+__attribute__((noinline)) void score_tile_interleaved(const float* qt, int64_t head_dim, const float* k,
+                                                      int64_t k_stride_arg, typename L::V scale, int64_t seen,
+                                                      float* s, float* mx) {
+  using V = typename L::V;
+  constexpr int kLanes = L::kLanes;
+  const int64_t k_stride = KS > 0 ? KS : k_stride_arg;
+  V acc[P];
+  static_for<P>([&](auto p) { acc[p] = L::zero(); });
+  for (int64_t d = 0; d < head_dim; ++d) {
+    const V q = L::load(qt + d * kLanes);
+    static_for<P>([&](auto p) {
+      acc[p] = L::fmadd(q, L::template broadcast_group<G>(k + p * k_stride + d * G), acc[p]);
+    });
+  }
+  V top = L::load(mx);
+  static_for<P>([&](auto p) {
+    const V score = L::mul(acc[p], scale);
+    L::store(s + p * kLanes, score);
+    if (p < seen) top = L::max(top, score);
+  });
+  L::store(mx, top);
+}
+
+// One pass of attend_one_token_packed: G kv heads, kv head g0 + j with its query heads [h0[j], h0[j] + m[j])
+// (m[j] = 0: none in this call), and the pass's own part of the scratch.
+template <typename L, int T, int G>
+struct PackedPass {
+  int64_t h0[G], m[G];
+  std::optional<HeadRows<L, T>> keys[G], values[G];
+  const HeadRows<L, T>* key_heads[G];
+  float* qt;              // [head_dim][lanes]
+  float* scores;          // [n_chunks · chunk][lanes]
+  float* outputs;         // [lanes][stride]
+  float* lane_max;        // [lanes]
+  typename L::V inv_sum;  // 1 / Σ e of each lane
+};
+
+// One token's query heads [head_begin, head_end), whose kv heads hold at most lanes / G query heads each, in passes
+// of G kv heads. The passes go through the positions together, chunk by chunk: each chunk's K (then V) rows come
+// from memory once, for the first pass, whose requests ahead cover every head of the call, and the later passes
+// find them in cache. One pass after another over all positions, a later pass read its rows again from L3 or
+// memory once the context's rows outgrew L2 (kernels_bench's BM_AttentionDecodeCold, one thread, µs a layer,
+// three alternations against passes that each request their rows ahead, AVX-512: F16, TinyLlama's heads, 2048
+// positions 338-489 against 372-596, 256 positions 65.5-79.9 against 77.9-98.9; I8 355-413 against 413-498;
+// Llama-3-8B's heads level, 1158-1277 against 1063-1314). Every lane's operations and their order are those of a
+// pass on its own. Scratch (attention.h's attend_scratch_floats): the interleaved K (or a head's V, widened unless
+// F16) chunk [chunk][stride][G], then each pass's PackedPass arrays.
+template <typename L, int T, int G>
+void attend_one_token_packed(const float* q, const float* fp8_table, const uint8_t* const* k_blocks,
+                             const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
+                             int64_t n_pos, int64_t n_head_kv, int64_t group, int64_t head_dim, float scale,
+                             int64_t head_begin, int64_t head_end, const RowsAhead& keys_ahead,
+                             const RowsAhead& values_ahead, float* scratch, float* out) {
+  using V = typename L::V;
+  using Pass = PackedPass<L, T, G>;
+  constexpr int64_t kLanes = L::kLanes, kChunk = kAttentionChunk;
+  constexpr int P = L::score_tile_positions(1);
+  static_assert(kChunk % P == 0);
+  const int64_t stride = (head_dim + kLanes - 1) / kLanes * kLanes;
+  const int64_t n_chunks = (n_pos + kChunk - 1) / kChunk;
+  float* chunk = scratch;
+  float* pass_scratch = chunk + kChunk * stride * G;
+
+  const int64_t g_begin = head_begin / group, g_end = (head_end - 1) / group + 1;
+  thread_local std::vector<Pass> passes;
+  passes.clear();
+  passes.reserve(size_t((g_end - g_begin + G - 1) / G));  // no reallocation below: key_heads point into passes
+  for (int64_t g0 = g_begin; g0 < g_end; g0 += G) {
+    Pass& pass = passes.emplace_back();
+    pass.qt = pass_scratch;
+    pass.scores = pass.qt + head_dim * kLanes;
+    pass.outputs = pass.scores + n_chunks * kChunk * kLanes;
+    pass.lane_max = pass.outputs + kLanes * stride;
+    pass_scratch = pass.lane_max + kLanes;
+    const bool first = g0 == g_begin;
+    for (int j = 0; j < G; ++j) {
+      const int64_t g = g0 + j;
+      pass.h0[j] = std::max(head_begin, g * group);
+      pass.m[j] = std::max<int64_t>(0, std::min(head_end, (g + 1) * group) - pass.h0[j]);
+      pass.key_heads[j] = nullptr;
+      if (pass.m[j] == 0) continue;
+      pass.keys[j].emplace(HeadRows<L, T>{kv_head_slice<T>(k_blocks, block_size, scales_offset, n_head_kv, head_dim,
+                                                           g, fp8_table, first && j == 0 ? &keys_ahead : nullptr)});
+      pass.values[j].emplace(HeadRows<L, T>{kv_head_slice<T>(v_blocks, block_size, scales_offset, n_head_kv,
+                                                             head_dim, g, fp8_table,
+                                                             first && j == 0 ? &values_ahead : nullptr)});
+      pass.key_heads[j] = &*pass.keys[j];
+    }
+    std::fill(pass.qt, pass.qt + head_dim * kLanes, 0.0f);
+    for (int j = 0; j < G; ++j) {
+      for (int64_t i = 0; i < pass.m[j]; ++i) {
+        const float* src = q + (pass.h0[j] + i) * head_dim;
+        for (int64_t d = 0; d < head_dim; ++d) pass.qt[d * kLanes + G * i + j] = src[d];
+      }
+    }
+    std::fill(pass.lane_max, pass.lane_max + kLanes, -INFINITY);
+  }
+
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t p0 = c * kChunk, n = std::min(kChunk, n_pos - p0);
+    for (Pass& pass : passes) {
+      load_interleaved<L, T, G>(pass.key_heads, p0, n, stride, chunk);
+      with_key_stride(stride, [&](auto known) {
+        for (int64_t p = 0; p < n; p += P) {
+          score_tile_interleaved<L, P, G, known * G>(pass.qt, head_dim, chunk + p * stride * G, stride * G,
+                                                     L::set1(scale), std::min<int64_t>(P, n - p),
+                                                     pass.scores + (p0 + p) * kLanes, pass.lane_max);
+        }
+      });
+    }
+  }
+
+  // Softmax down the positions (every lane sees all n_pos), as attend_groups'; the weights' 1 / Σ e is applied
+  // per chunk below, while the chunk's weights are in L1.
+  for (Pass& pass : passes) {
+    const V mx = L::load(pass.lane_max);
+    V sum = L::zero();
+    for (int64_t p = 0; p < n_pos; ++p) {
+      const V e = L::exp(L::sub(L::load(pass.scores + p * kLanes), mx));
+      L::store(pass.scores + p * kLanes, e);
+      sum = L::add(sum, e);
+    }
+    pass.inv_sum = L::div(L::set1(1.0f), sum);
+  }
+
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t p0 = c * kChunk, n = std::min(kChunk, n_pos - p0);
+    for (Pass& pass : passes) {
+      for (int64_t p = p0; p < p0 + n; ++p) {
+        L::store(pass.scores + p * kLanes, L::mul(L::load(pass.scores + p * kLanes), pass.inv_sum));
+      }
+      for (int j = 0; j < G; ++j) {
+        if (pass.m[j] == 0) continue;
+        const float* w = pass.scores + p0 * kLanes + j;
+        float* acc = pass.outputs + j * stride;
+        if constexpr (T == kF16 && L::kValueRowsInPlace) {  // F16Rows says why
+          const uint8_t* rows[kChunk];
+          pass.values[j]->addresses(p0, n, rows);
+          value_rows_all_columns<L, G>(w, kLanes, pass.m[j], n, F16Rows<L>{rows, head_dim}, stride, acc,
+                                       G * stride, p0 == 0);
+        } else {
+          pass.values[j]->load(p0, n, stride, chunk);
+          value_rows_all_columns<L, G>(w, kLanes, pass.m[j], n, WidenedRows<L>{chunk, stride}, stride, acc,
+                                       G * stride, p0 == 0);
+        }
+      }
+    }
+  }
+  for (const Pass& pass : passes) {
+    for (int j = 0; j < G; ++j) {
+      for (int64_t i = 0; i < pass.m[j]; ++i) {
+        std::memcpy(out + (pass.h0[j] + i) * head_dim, pass.outputs + (G * i + j) * stride,
+                    size_t(head_dim) * sizeof(float));
+      }
     }
   }
 }

@@ -16,11 +16,12 @@ void add(float* x, const float* y, int64_t n);
 // Attention for heads [head_begin, head_end) of n_tokens consecutive tokens; same contract as
 // tessera::attend_tokens. The KV view is passed as its fields so this header needs no other.
 // kv_type is tessera::KvType as an int; fp8_table decodes FP8 codes (passed in so this file's inline code never
-// leaks into baseline objects).
+// leaks into baseline objects). packed_kv_heads: attention.h's attend_packed_kv_heads of the shape (a 16-lane
+// register's kv heads); one token's call over several kv heads runs passes of half as many when it is over 1.
 void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, const float* fp8_table,
             const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
             int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
-            int64_t head_end, float* scratch, float* out, int64_t out_stride);
+            int64_t head_end, float* scratch, float* out, int64_t out_stride, int64_t packed_kv_heads);
 
 }  // namespace tessera::kernels::avx2
 
