@@ -34,8 +34,8 @@ struct AttentionShape {
 };
 
 // Kv heads whose query heads one token's AVX-512 pass packs into a register's 16 lanes: 4 for groups of up to 4
-// query heads, 2 for up to 8, else 1 (a group fills the lanes itself). The AVX-512 kernel takes it as an argument
-// (attend_one_token_packed's G).
+// query heads, 2 for up to 8, else 1 (a group fills the lanes itself). Both kernels take it as an argument
+// (attend_one_token_packed's G; the AVX2 kernel's 8-lane passes take half of it, for groups of up to 8).
 inline int64_t attend_packed_kv_heads(const AttentionShape& shape) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   return group <= 4 ? 4 : group <= 8 ? 2 : 1;
