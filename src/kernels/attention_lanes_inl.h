@@ -1,9 +1,10 @@
 // Attention with the query rows in the vector lanes, written once for both vector widths: attention_avx2.cpp
 // instantiates it with 8 lanes (ymm), attention_avx512.cpp with 16 (zmm). A width is a traits struct `L` of the
 // ISA file: the vector type and its operations (load, store, broadcast, fmadd, mul, max, ...), exp, the lane
-// masks of the softmax, the widening of a stored row to fp32, and the tile sizes its register file allows. The
-// tiling, indexing and remainder logic below is therefore the same code at both widths, and the kernel tests at
-// the AVX2 level exercise what the AVX-512 level runs.
+// masks of the softmax, a register's worth of a stored row as fp32 (load_row), the one-token passes' interleaving
+// store and group broadcast, and the tile sizes its register file allows. The tiling, indexing and remainder
+// logic below is therefore the same code at both widths, and the kernel tests at the AVX2 level exercise what the
+// AVX-512 level runs.
 //
 // A call's query rows (each token × each query head of one kv-head group: 64 for an 8-token prompt run of
 // TinyLlama) are transposed once into Qt[d][row], L::kLanes rows to a register. A score tile then takes RV such
