@@ -51,9 +51,9 @@ inline int64_t attend_heads_unit(const AttentionShape& shape) {
 
 // Floats of scratch one call needs when its last token attends n_pos positions, for the larger of the two kernel
 // layouts. Both levels: the queries transposed (8 rows per register at AVX2, 16 at AVX-512), scores
-// [position][row] in chunks of 48 positions, 48 fp32 K/V rows (at AVX-512 four kv heads' interleaved, for one
-// token), the outputs and two floats per row (its score maximum and 1 / Σ e). One token over several kv heads
-// of at most 8 query heads each: the queries, scores, maxima and outputs of every pass of G kv heads at once, as
+// [position][row] in chunks of 48 positions, 48 fp32 K/V rows, the outputs and two floats per row (its score
+// maximum and 1 / Σ e). One token over several kv heads of at most 8 query heads each: 48 K/V rows of G kv heads
+// interleaved, and the queries, scores, maxima and outputs of every pass of G kv heads at once, as
 // the passes run chunk by chunk together (16 lanes: G = 4 for groups of up to 4 query heads, else 2; 8 lanes:
 // half that).
 inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape, int64_t n_tokens = 1) {
@@ -62,7 +62,7 @@ inline int64_t attend_scratch_floats(int64_t n_pos, const AttentionShape& shape,
   const int64_t stride8 = (shape.head_dim + 7) / 8 * 8, stride16 = (shape.head_dim + 15) / 16 * 16;
   const int64_t rows8 = (rows + 7) / 8 * 8, rows16 = (rows + 15) / 16 * 16, n_pos48 = (n_pos + 47) / 48 * 48;
   const int64_t avx2 = rows8 * (shape.head_dim + n_pos48 + 2) + 48 * stride8 + rows * stride8;
-  const int64_t avx512 = rows16 * (shape.head_dim + n_pos48 + 2) + 4 * 48 * stride16 + rows16 * stride16;
+  const int64_t avx512 = rows16 * (shape.head_dim + n_pos48 + 2) + 48 * stride16 + rows * stride16;
   const auto packed = [&](int64_t lanes, int64_t stride, int64_t g) {
     const int64_t passes = (shape.n_head_kv + g - 1) / g;
     return 48 * stride * g + passes * lanes * (shape.head_dim + n_pos48 + stride + 1);

@@ -1,7 +1,7 @@
 // AVX2 attention over block tables for every KV storage type: attention_lanes_inl.h's kernel (query rows in the
-// vector lanes) at 8 lanes. Without AVX-512 there is no packing of several kv heads into a register
-// (attention_avx512.cpp's one-token passes): a group of up to 8 query heads fills its register's lanes, or some of
-// them.
+// vector lanes) at 8 lanes. One token's call over several kv heads runs that header's one-token passes with
+// half the kv heads a 16-lane register packs: 2 kv heads a register for groups of up to 4 query heads, 1 for
+// groups of 5 to 8.
 //
 // It replaced vector dot products with a horizontal reduction per 8 scores (two query rows a key load): on Zen 4
 // at the AVX2 level, kernels_bench (one thread, 6 ABBA rounds) BM_Attention/512/8 0.81x the time,

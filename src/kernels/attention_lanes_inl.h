@@ -189,8 +189,8 @@ struct F16Rows {
 
 // Value sums of RO rows (weights w[p · rows_padded + WS · ro]) over positions [0, n) of a chunk (its rows: src),
 // columns [col, col + lanes·NV) of the rows, into acc_mem's rows (acc_stride apart, acc_mem at column col);
-// `first` starts from zero. WS > 1: rows that share their lanes with other kv heads' (attention_avx512.cpp's
-// attend_one_token_packed).
+// `first` starts from zero. WS > 1: rows that share their lanes with other kv heads' (attend_one_token_packed
+// below).
 template <typename L, int RO, int NV, int WS = 1, typename Rows>
 __attribute__((noinline)) void value_tile(const float* w, int64_t rows_padded, int64_t n, const Rows& src,
                                           int64_t col, float* acc_mem, int64_t acc_stride, bool first) {
@@ -465,7 +465,7 @@ struct PackedPass {
 // positions 338-489 against 372-596, 256 positions 65.5-79.9 against 77.9-98.9; I8 355-413 against 413-498;
 // Llama-3-8B's heads level, 1158-1277 against 1063-1314). Every lane's operations and their order are those of a
 // pass on its own. Scratch (attention.h's attend_scratch_floats): the interleaved K (or a head's V, widened unless
-// F16) chunk [chunk][stride][G], then each pass's PackedPass arrays.
+// F16 with L::kValueRowsInPlace) chunk [chunk][stride][G], then each pass's PackedPass arrays.
 template <typename L, int T, int G>
 void attend_one_token_packed(const float* q, const float* fp8_table, const uint8_t* const* k_blocks,
                              const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,

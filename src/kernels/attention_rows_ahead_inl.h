@@ -11,14 +11,14 @@
 // 229 at 2048 positions, one sequence over 512 positions 2.2 instead of 4.4. Requesting only the slice being
 // read, as far ahead, gained nothing.
 // Over long contexts the rows a first pass requested (its own and the later heads') have left L2 before a later
-// pass over all positions (attend_typed's next kv head) reads them, so every such pass requests again, from its
+// pass over all positions (attend_groups' next kv head) reads them, so every such pass requests again, from its
 // own heads' lines to the call's last (RowsAhead::from_head). Measured on the AVX-512 one-token path when it still
 // ran its passes one after another (one thread, one layer over 2048 positions from memory, kernels_bench's
 // BM_AttentionDecodeCold, Zen 5, four alternations, µs): F16 378-387 against 451-583, Llama-3-8B's heads
 // 1076-1211 against 1183-1603, I8 level; 256 positions (the rows stay in L2) level; a batch-16 Q8_0 decode step
 // after 1024 positions 192.5-206.9 tok/s against 172.4-195.3 (three alternations). Requesting 16 positions
 // ahead too measured no better in the model. That path now takes its passes through the positions together,
-// chunk by chunk, and needs only the first pass's requests (attention_avx512.cpp).
+// chunk by chunk, and needs only the first pass's requests (attention_lanes_inl.h's attend_one_token_packed).
 //
 // A prompt run's requests go to L2 (prefetcht1), 8 positions ahead; a one-token call's to L2 16 ahead and again
 // into L1 (prefetcht0) 4 ahead (RequestScheme below). Into L1 alone they held the first head's loads on memory

@@ -187,20 +187,24 @@ TEST(AttentionHeadsUnit, WholePassesOfWholeGroups) {
 TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
   TESSERA_SKIP_IF_UNSUPPORTED(GetParam());
   // head_dim 20 pads each fp32 row to 24: the row tiles must ignore the padding exactly as single rows do.
-  // One token's call puts several kv heads in one register at AVX-512 (2 of up to 8 query heads each, 4 of up
-  // to 4): the shapes give passes full and short of kv heads, and the head ranges cut them.
+  // One token's call puts several kv heads in one register (AVX-512: 2 of up to 8 query heads each, 4 of up to 4;
+  // AVX2: 1 and 2): the shapes give passes full and short of kv heads, and the head ranges cut them.
   struct Case {
     KvType type;
     int64_t head_dim, n_head, n_head_kv;
   };
-  // Groups of 1 (4 / 4), 7 (14 / 2), 8 and 9 (16 / 2 packs, 18 / 2 does not); several full passes (16 / 8,
-  // 32 / 8); head_dim 128, and 144, whose value sums take two column passes.
+  // Groups of 1 (4 / 4), 2 (16 / 8), 3 (12 / 4), 5 (10 / 2), 6 (12 / 2), 7 (14 / 2), 8 and 9 (16 / 2 packs, 18 / 2
+  // does not); several full passes (16 / 8, 32 / 8); head_dim 64 and 128 (whose key strides the score tiles take
+  // as constants), 128 at Qwen3-0.6B's 16 / 8 and 64 at Qwen2.5-0.5B's 14 / 2; 144, whose value sums take two
+  // column passes.
   for (const Case& c : {Case{KvType::F32, 40, 8, 2}, Case{KvType::F16, 40, 8, 2}, Case{KvType::I8, 40, 8, 2},
                         Case{KvType::FP8, 40, 8, 2}, Case{KvType::F16, 20, 8, 2}, Case{KvType::F16, 64, 24, 3},
                         Case{KvType::I8, 40, 24, 3}, Case{KvType::F16, 40, 20, 5}, Case{KvType::BF16, 20, 6, 3},
                         Case{KvType::F16, 64, 4, 4}, Case{KvType::F16, 40, 14, 2}, Case{KvType::I8, 80, 16, 2},
                         Case{KvType::F16, 40, 18, 2}, Case{KvType::F16, 32, 16, 8}, Case{KvType::BF16, 64, 32, 8},
-                        Case{KvType::F16, 128, 16, 4}, Case{KvType::F32, 144, 16, 2}}) {
+                        Case{KvType::F16, 128, 16, 4}, Case{KvType::F32, 144, 16, 2}, Case{KvType::F16, 128, 16, 8},
+                        Case{KvType::F16, 64, 14, 2}, Case{KvType::F16, 40, 12, 4}, Case{KvType::F16, 40, 10, 2},
+                        Case{KvType::I8, 40, 12, 2}}) {
     const KvType type = c.type;
     const int64_t head_dim = c.head_dim;
     const AttentionShape shape{c.n_head, c.n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim))};
@@ -215,10 +219,15 @@ TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
     const auto q = random_floats(size_t(max_tokens * q_dim), 23, 2.0f);
     // Runs that start inside a chunk of 8 positions and cross several; runs after chunks of 48 positions that
     // every token sees whole; single tokens at and around 48-position chunk edges; head ranges that cut kv-head
-    // groups. Each call gets exactly the scratch attend_scratch_floats asks for, full of NaN: a read of scratch
-    // the call did not write, or past its size, shows in the results.
+    // groups. Each call gets the scratch attend_scratch_floats asks for, full of NaN: a read of scratch the call
+    // did not write, or past its size, shows in the results. A tail of NaN follows it, which must stay NaN: a
+    // write past its size shows too.
+    constexpr int64_t kTail = 64;
     const auto nan_scratch = [](int64_t floats) {
-      return std::vector<float>(size_t(floats), std::numeric_limits<float>::quiet_NaN());
+      return std::vector<float>(size_t(floats + kTail), std::numeric_limits<float>::quiet_NaN());
+    };
+    const auto tail_untouched = [](const std::vector<float>& scratch) {
+      return std::all_of(scratch.end() - kTail, scratch.end(), [](float x) { return std::isnan(x); });
     };
     for (auto [n_pos, n_tokens] : {std::pair<int64_t, int64_t>{1, 1}, {1, 11}, {5, 8}, {13, 4}, {37, 11}, {44, 8},
                                    {48, 1}, {49, 1}, {95, 1}, {96, 8}, {101, 11}, {117, 3}}) {
@@ -228,10 +237,12 @@ TEST_P(KernelOps, AttentionOverTokenRunsEqualsOneCallPerToken) {
         std::vector<float> scratch = nan_scratch(attend_scratch_floats(n_pos + n_tokens - 1, shape, n_tokens));
         attend_tokens(q.data(), q_dim, n_tokens, view, n_pos, shape, h0, h1, scratch.data(), run.data(), q_dim,
                       GetParam());
+        EXPECT_TRUE(tail_untouched(scratch)) << n_tokens << " tokens from " << n_pos;
         for (int64_t i = 0; i < n_tokens; ++i) {
           scratch = nan_scratch(attend_scratch_floats(n_pos + i, shape));
           attend(q.data() + i * q_dim, view, n_pos + i, shape, h0, h1, scratch.data(), single.data() + i * q_dim,
                  GetParam());
+          EXPECT_TRUE(tail_untouched(scratch)) << "one token after " << n_pos + i;
         }
         EXPECT_EQ(run, single) << kv_type_name(type) << ", head_dim " << head_dim << ", " << shape.n_head << " / "
                                << shape.n_head_kv << " heads " << h0 << "-" << h1 << ", " << n_tokens
@@ -264,8 +275,7 @@ TEST_P(KernelOps, AttentionDoesNotDependOnBlockSize) {
       std::vector<float> scratch(size_t(attend_scratch_floats(n_rows, shape, n_tokens))), out(size_t(n_tokens * q_dim));
       attend_tokens(q.data(), q_dim, n_tokens, view, n_pos, shape, 0, shape.n_head, scratch.data(), out.data(), q_dim,
                     GetParam());
-      // One token at a time (the packed decode path at AVX-512, whose chunks then start inside blocks) gives the
-      // run's bits.
+      // One token at a time (the packed decode path, whose chunks then start inside blocks) gives the run's bits.
       std::vector<float> singles(out.size());
       for (int64_t t = 0; t < n_tokens; ++t) {
         attend(q.data() + t * q_dim, view, n_pos + t, shape, 0, shape.n_head, scratch.data(),
