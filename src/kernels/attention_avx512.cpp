@@ -8,16 +8,11 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <optional>
-#include <vector>
 
 #include "kernels/attention_lanes_inl.h"
 #include "kernels/ops_kernels.h"
-#include "kernels/static_for.h"
 
 namespace tessera::kernels::avx512 {
 namespace {
@@ -135,51 +130,15 @@ struct Zmm {
   }
 };
 
-
-
-template <int T>
-void attend_typed(const float* q, int64_t q_stride, int64_t n_tokens, const float* fp8_table,
-                  const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size,
-                  int64_t scales_offset, int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
-                  float scale, int64_t head_begin, int64_t head_end, float* scratch, float* out, int64_t out_stride,
-                  int64_t packed_kv_heads) {
-  const int64_t group = n_head / n_head_kv, last_n_pos = n_pos + n_tokens - 1;
-  const RowsAhead keys_ahead(k_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
-                             head_end, group, request_scheme(n_tokens));
-  const RowsAhead values_ahead(v_blocks, block_size, last_n_pos, n_head_kv, head_dim * element_bytes<T>(), head_begin,
-                               head_end, group, request_scheme(n_tokens));
-  // One token over more than one kv head: the heads share registers (attend_one_token_packed), G of them as
-  // attention.h's attend_packed_kv_heads chose (passed in: ISA files include no inline functions, ops_kernels.h).
-  if (n_tokens == 1 && head_begin / group != (head_end - 1) / group && packed_kv_heads > 1) {
-    const auto packed =
-        packed_kv_heads == 4 ? attend_one_token_packed<Zmm, T, 4> : attend_one_token_packed<Zmm, T, 2>;
-    return packed(q, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos, n_head_kv, group, head_dim,
-                  scale, head_begin, head_end, keys_ahead, values_ahead, scratch, out);
-  }
-  attend_groups<Zmm, T>(q, q_stride, n_tokens, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos,
-                        n_head_kv, group, head_dim, scale, head_begin, head_end, keys_ahead, values_ahead, scratch,
-                        out, out_stride);
-}
-
 }  // namespace
 
 void attend(const float* q, int64_t q_stride, int64_t n_tokens, int kv_type, const float* fp8_table,
             const uint8_t* const* k_blocks, const uint8_t* const* v_blocks, int64_t block_size, int64_t scales_offset,
             int64_t n_pos, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, int64_t head_begin,
             int64_t head_end, float* scratch, float* out, int64_t out_stride, int64_t packed_kv_heads) {
-  switch (kv_type) {
-#define TESSERA_ATTEND_CASE(T)                                                                                 \
-  case T:                                                                                                      \
-    return attend_typed<T>(q, q_stride, n_tokens, fp8_table, k_blocks, v_blocks, block_size, scales_offset,    \
-                           n_pos, n_head, n_head_kv, head_dim, scale, head_begin, head_end, scratch, out,      \
-                           out_stride, packed_kv_heads);
-    TESSERA_ATTEND_CASE(kF32)
-    TESSERA_ATTEND_CASE(kF16)
-    TESSERA_ATTEND_CASE(kBF16)
-    TESSERA_ATTEND_CASE(kI8)
-    TESSERA_ATTEND_CASE(kFP8)
-#undef TESSERA_ATTEND_CASE
-  }
+  attend_any_type<Zmm>(q, q_stride, n_tokens, kv_type, fp8_table, k_blocks, v_blocks, block_size, scales_offset, n_pos,
+                       n_head, n_head_kv, head_dim, scale, head_begin, head_end, scratch, out, out_stride,
+                       packed_kv_heads);
 }
 
 }  // namespace tessera::kernels::avx512
