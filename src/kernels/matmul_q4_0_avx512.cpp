@@ -26,7 +26,7 @@ void matmul_q4_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end
   // 42.8-50.8 in three pairs. On Zen 5 the 512-bit tiles won (matmul_q8_0_avx512.cpp).
   if (args.n_tokens == 1 && decode_tiles_ymm()) return q4_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
   if (args.type == KernelType::Q4_0x8) {
-    return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q4_0, Q4_0x8Family>>(args, row_begin, row_end);
+    return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q4_0, Q4_0x8Family<YmmVnni>>>(args, row_begin, row_end);
   }
   q4_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
 }
