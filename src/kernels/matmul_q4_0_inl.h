@@ -87,7 +87,8 @@ TESSERA_INLINE inline __m256i dpbusd_broadcast_ymm(__m256i s, __m256i q, const i
   std::memcpy(&v, x, 4);
   return _mm256_dpbusd_epi32(s, q, _mm256_set1_epi32(v));
 #else
-  asm("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(s) : "v"(q), "m"(*reinterpret_cast<const int32_t*>(x)));
+  using Bytes4 = int32_t __attribute__((may_alias));  // the int8 activations, read 4 at a time
+  asm("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(s) : "v"(q), "m"(*reinterpret_cast<const Bytes4*>(x)));
   return s;
 #endif
 }
