@@ -85,18 +85,52 @@ __attribute__((noinline, flatten)) void tile_i8x8(const MatmulArgs& a, int64_t t
   });
 }
 
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+// I8x8's one-token tile with VNNI: one group of 8 rows, so a thread's groups are read as one stream. The row's
+// sum is Σ (w + 128)·x − 128·Σx in wrapping int32 (w ^ 0x80 as vpdpbusd's unsigned operand, the first chain
+// starting at −128·Σx), the same exact integer as tile_i8x8 and the 512-bit tiles compute, scaled by the same multiplies:
+// the same bits.
+__attribute__((noinline, flatten)) void tile_i8x8_vnni_one_token(const MatmulArgs& a, int64_t t0, int64_t group) {
+  constexpr int kBlockBytes = 256;  // 8 rows × 32 values
+  const int64_t nb = a.n_in / 32;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const int8_t* xq = a.xq.q + t0 * a.n_in;
+  const uint8_t* blk = group_block_unrequested(a, group, 0, kBlockBytes);
+  // In wrapping arithmetic: the lanes' true sums fit int32, the offset alone need not (NaN inputs).
+  // Four chains (vector j of a block into chain j): the row's sum is one reduction, not one per block.
+  __m256i s[4] = {_mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(a.xq.row_sum[t0]) * 0xffffff80u)),
+                  _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int64_t b = 0; b < nb; ++b, blk += kBlockBytes, xq += 32) {
+    static_for<8>([&](auto j) {
+      const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(blk + 32 * j)), flip);
+      s[j % 4] = dpbusd_broadcast_ymm(s[j % 4], w, xq + 4 * j);
+    });
+  }
+  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
+  const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(a.row_scales + group * 8), _mm256_set1_ps(a.xq.scale[t0]));
+  _mm256_storeu_ps(a.y + t0 * a.n_out + group * 8, _mm256_mul_ps(_mm256_cvtepi32_ps(sum), scale));
+}
+#endif
+
 template <typename Isa>
 struct I8Tile {
   template <int NT, int NR>
   static void run(const TileCtx& c) { tile_i8<Isa, NT, NR>(c); }
 };
 
-// I8x8 for interleaved_rows: a wide family (8-token single-group tiles, 4-token pair tiles).
+// I8x8 for interleaved_rows: a wide family (8-token single-group tiles, 4-token pair tiles); with VNNI one token
+// takes tile_i8x8_vnni_one_token.
+template <typename Isa>
 struct I8x8Family {
   static constexpr bool kPairs = true;
   static constexpr bool kWide = true;
   template <int NT>
-  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_i8x8<NT>(a, t0, group); }
+  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) {
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+    if constexpr (NT == 1 && Isa::kVnni) return tile_i8x8_vnni_one_token(a, t0, group);
+#endif
+    tile_i8x8<NT>(a, t0, group);
+  }
   template <int NT>
   static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_i8x8<NT, 2>(a, t0, group); }
 };
@@ -104,7 +138,7 @@ struct I8x8Family {
 // I8 or I8x8 rows [row_begin, row_end) on 256-bit tiles.
 template <typename Isa>
 void i8_rows_ymm(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.type == KernelType::I8x8) return interleaved_rows<I8x8Family>(a, row_begin, row_end);
+  if (a.type == KernelType::I8x8) return interleaved_rows<I8x8Family<Isa>>(a, row_begin, row_end);
   row_tiles<Isa, I8Tile<Isa>>(a, row_begin, row_end, 0);
 }
 

@@ -79,20 +79,6 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
 }
 
 #if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
-// s plus the dot products of q's byte quadruples with the 4 bytes at x, broadcast from memory inside the
-// instruction (EVEX embedded broadcast; GCC 12 would load it with a separate vpbroadcastd).
-TESSERA_INLINE inline __m256i dpbusd_broadcast_ymm(__m256i s, __m256i q, const int8_t* x) {
-#ifdef TESSERA_AVX512_EMULATED
-  int32_t v;
-  std::memcpy(&v, x, 4);
-  return _mm256_dpbusd_epi32(s, q, _mm256_set1_epi32(v));
-#else
-  using Bytes4 = int32_t __attribute__((may_alias));  // the int8 activations, read 4 at a time
-  asm("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(s) : "v"(q), "m"(*reinterpret_cast<const Bytes4*>(x)));
-  return s;
-#endif
-}
-
 // Q4_0x8's one-token tile with VNNI: the same exact block sums as tile_q4_0x8<1> and the 512-bit tiles, and the
 // same fp32 epilogue, so the same bits; the sums are int32 from the start: the nibbles' vpdpbusd with the
 // activation bytes broadcast inside the instruction, the low and the high nibbles in two chains, the low one
@@ -103,26 +89,16 @@ TESSERA_INLINE inline __m256i dpbusd_broadcast_ymm(__m256i s, __m256i q, const i
 // 0.962 [0.957, 0.967] of the time in the host's faster minutes, when the cores must take weights at about 30 GB/s
 // each, and 0.98 in its slower ones.
 __attribute__((noinline, flatten)) void tile_q4_0x8_vnni_one_token(const MatmulArgs& a, int64_t t0, int64_t group) {
-  constexpr int kBlockBytes = 144;  // 8 fp16 scales + 4 × 32 nibble bytes
-  const int64_t nb = a.n_in / 32;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const int8_t* xq = a.xq.q + t0 * a.n_in;
-  const int16_t* sums = a.xq.sum16 + t0 * nb * 2;
-  const float* scales = a.xq.scale + t0 * nb;
-  const uint8_t* blk = group_block_unrequested(a, group, 0, kBlockBytes);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, blk += kBlockBytes, xq += 32) {
-    __m256i lo = _mm256_set1_epi32(-8 * (int32_t{sums[2 * b]} + sums[2 * b + 1])), hi = _mm256_setzero_si256();
+  one_token_scaled_blocks<144, 8>(a, t0, group, [&](const uint8_t* nibbles, const int8_t* x, __m256i lo) {
+    __m256i hi = _mm256_setzero_si256();
     static_for<4>([&](auto j) {
-      const __m256i p = _mm256_loadu_si256((const __m256i*)(blk + 16 + 32 * j));
-      lo = dpbusd_broadcast_ymm(lo, _mm256_and_si256(p, low4), xq + 4 * j);
-      hi = dpbusd_broadcast_ymm(hi, _mm256_and_si256(_mm256_srli_epi16(p, 4), low4), xq + 16 + 4 * j);
+      const __m256i p = _mm256_loadu_si256((const __m256i*)(nibbles + 32 * j));
+      lo = dpbusd_broadcast_ymm(lo, _mm256_and_si256(p, low4), x + 4 * j);
+      hi = dpbusd_broadcast_ymm(hi, _mm256_and_si256(_mm256_srli_epi16(p, 4), low4), x + 16 + 4 * j);
     });
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)),
-                          _mm256_mul_ps(dw, _mm256_broadcast_ss(scales + b)), acc);
-  }
-  _mm256_storeu_ps(a.y + t0 * a.n_out + group * 8, acc);
+    return _mm256_add_epi32(lo, hi);
+  });
 }
 #endif
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "core/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_q8_0_inl.h"
 #include "kernels/matmul_ymm_inl.h"
@@ -24,13 +25,17 @@ void matmul_q8_0_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end
   // 37-42 against 30-37, Q4_0 58-81 against 49-52 (5632x2048 from memory, µs: Q4_0x8 110-124 against 118-172,
   // Q8_0x8 and I8x8 both ways). On Zen 4, Q8_0x8's and I8x8's decode tiles since leave the stream to the hardware
   // prefetchers (matmul_zmm_inl.h's lone_tile_streams).
-  // Where 512-bit instructions run as two 256-bit halves (Zen 4: decode_tiles_ymm()), Q4_0x8's one-token products
-  // take the 256-bit tiles after all (matmul_q4_0_avx512.cpp); Q8_0x8's and I8x8's measured level there and stay.
-  // 5632x2048 from memory, 2 threads, Zen 4, µs, 256-bit against 512-bit tiles, alternating: Q8_0x8 260-262
-  // against 259-281 in the host's faster minutes, 341 against 348 in a slower one; I8x8 231-234 against 242-254
-  // and 319 against 326; `tessera bench --quick` Q8_0 batch 1 26.0-41.0 tok/s against 25.4-38.2 in five pairs.
+  // Where 512-bit instructions run as two 256-bit halves (Zen 4: decode_tiles_ymm()), one-token products take the
+  // 256-bit tiles after all, one group of 8 rows at a time (tile_q8_0x8_vnni_one_token; Q4_0 and I8 alike): a
+  // thread then reads its rows as one stream, where the 512-bit tile's column of 4 groups reads 4 streams 17 KiB
+  // apart, 272 bytes of each in turn. Zen 4, a step's weights read in that order with no arithmetic took 1.40x
+  // the time of one sequential stream in the host's faster minutes (1.08x in its slower ones; docs/performance.md,
+  // sixteenth Zen 4 session). Q8_0 decode steps after 32 positions, alternated in one process: 0.815 [0.811,
+  // 0.819] of the time in the faster minutes, 0.944 [0.926, 0.963] in the slower ones. (The 256-bit one-token tile
+  // had been measured level before, when it still summed the AVX2 way, with the sign trick and int16 pairs.)
+  if (args.n_tokens == 1 && decode_tiles_ymm()) return q8_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
   if (args.type == KernelType::Q8_0x8) {
-    return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q8_0, Q8_0x8Family>>(args, row_begin, row_end);
+    return zmm_interleaved_rows<ZmmBlockFamily<ZmmKind::Q8_0, Q8_0x8Family<YmmVnni>>>(args, row_begin, row_end);
   }
   q8_0_rows_ymm<YmmVnni>(args, row_begin, row_end);
 }

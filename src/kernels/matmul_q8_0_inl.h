@@ -40,12 +40,39 @@ __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t
   });
 }
 
-// Q8_0x8 for interleaved_rows: a wide family (8-token single-group tiles, 4-token pair tiles).
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+// Q8_0x8's one-token tile with VNNI: one group of 8 rows, so a thread's groups are read as one stream.
+// Each block's sum is Σ (w + 128)·x − 128·Σx in int32 (w ^ 0x80 as vpdpbusd's unsigned operand, the chain
+// starting at −128·Σx), the same exact integer as tile_q8_0x8 and the 512-bit tiles compute, with the same fp32
+// epilogue: the same bits.
+__attribute__((noinline, flatten)) void tile_q8_0x8_vnni_one_token(const MatmulArgs& a, int64_t t0, int64_t group) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  one_token_scaled_blocks<272, 128>(a, t0, group, [&](const uint8_t* values, const int8_t* x, __m256i even) {
+    __m256i odd = _mm256_setzero_si256();
+    static_for<4>([&](auto j) {
+      const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(values + 64 * j)), flip);
+      const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(values + 32 + 64 * j)), flip);
+      even = dpbusd_broadcast_ymm(even, w0, x + 8 * j);
+      odd = dpbusd_broadcast_ymm(odd, w1, x + 8 * j + 4);
+    });
+    return _mm256_add_epi32(even, odd);
+  });
+}
+#endif
+
+// Q8_0x8 for interleaved_rows: a wide family (8-token single-group tiles, 4-token pair tiles); with VNNI one
+// token takes tile_q8_0x8_vnni_one_token.
+template <typename Isa>
 struct Q8_0x8Family {
   static constexpr bool kPairs = true;
   static constexpr bool kWide = true;
   template <int NT>
-  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q8_0x8<NT>(a, t0, group); }
+  static void tile(const MatmulArgs& a, int64_t t0, int64_t group) {
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+    if constexpr (NT == 1 && Isa::kVnni) return tile_q8_0x8_vnni_one_token(a, t0, group);
+#endif
+    tile_q8_0x8<NT>(a, t0, group);
+  }
   template <int NT>
   static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q8_0x8<NT, 2>(a, t0, group); }
 };
@@ -53,7 +80,7 @@ struct Q8_0x8Family {
 // Q8_0 or Q8_0x8 rows [row_begin, row_end) on 256-bit tiles.
 template <typename Isa>
 void q8_0_rows_ymm(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.type == KernelType::Q8_0x8) return interleaved_rows<Q8_0x8Family>(a, row_begin, row_end);
+  if (a.type == KernelType::Q8_0x8) return interleaved_rows<Q8_0x8Family<Isa>>(a, row_begin, row_end);
   block32_rows<Isa, Q8_0Block>(a, row_begin, row_end);
 }
 

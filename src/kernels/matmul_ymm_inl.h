@@ -61,6 +61,20 @@ struct YmmVnni {
   static constexpr int kTileTokens = 4;
   static constexpr int rows_per_tile(int) { return 4; }
 };
+
+// s plus the dot products of q's byte quadruples with the 4 bytes at x, broadcast from memory inside the
+// instruction (EVEX embedded broadcast; GCC 12 would load it with a separate vpbroadcastd).
+TESSERA_INLINE inline __m256i dpbusd_broadcast_ymm(__m256i s, __m256i q, const int8_t* x) {
+#ifdef TESSERA_AVX512_EMULATED
+  int32_t v;
+  std::memcpy(&v, x, 4);
+  return _mm256_dpbusd_epi32(s, q, _mm256_set1_epi32(v));
+#else
+  using Bytes4 = int32_t __attribute__((may_alias));  // the int8 activations, read 4 at a time
+  asm("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(s) : "v"(q), "m"(*reinterpret_cast<const Bytes4*>(x)));
+  return s;
+#endif
+}
 #endif
 
 // ---- small helpers ------------------------------------------------------------------------------------------
@@ -197,6 +211,31 @@ TESSERA_INLINE inline const uint8_t* group_block(const MatmulArgs& a, int64_t gr
   for (int line = 0; line < block_bytes; line += 64) prefetch(blk + kPrefetchBytes + line);
   return blk;
 }
+
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+// One token through one interleaved group of 8 rows whose 32-value blocks start with the 8 rows' fp16 scales
+// (Q8_0x8, Q4_0x8), with VNNI: the one-token tiles that read a thread's groups one after another, as one stream.
+// block_sums(values, x, start) gives the 8 rows' exact int32 sums of the block whose values start at `values`,
+// beginning from `start` = −kOffset·Σx (the offset that makes the weights unsigned); the fp32 epilogue is the
+// other tiles' (fma(float(sum), d_w·d_x, acc) block by block), so the bits are theirs.
+template <int kBlockBytes, int kOffset, typename BlockSums>
+TESSERA_INLINE inline void one_token_scaled_blocks(const MatmulArgs& a, int64_t t0, int64_t group,
+                                                   BlockSums&& block_sums) {
+  const int64_t nb = a.n_in / 32;
+  const int8_t* xq = a.xq.q + t0 * a.n_in;
+  const int16_t* sums = a.xq.sum16 + t0 * nb * 2;
+  const float* scales = a.xq.scale + t0 * nb;
+  const uint8_t* blk = group_block_unrequested(a, group, 0, kBlockBytes);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, blk += kBlockBytes, xq += 32) {
+    const __m256i start = _mm256_set1_epi32(-kOffset * (int32_t{sums[2 * b]} + sums[2 * b + 1]));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)blk));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sums(blk + 16, xq, start)),
+                          _mm256_mul_ps(dw, _mm256_broadcast_ss(scales + b)), acc);
+  }
+  _mm256_storeu_ps(a.y + t0 * a.n_out + group * 8, acc);
+}
+#endif
 
 // Share kPart of kParts of a kBlockBytes-long block's 64-byte lines: lines [kFirst, kEnd), the shares in order
 // covering every line once. For the tiles that spread a block's requests over its steps (prefetch_block_part
