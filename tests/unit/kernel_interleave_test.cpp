@@ -113,10 +113,10 @@ TEST(Interleave, NonFiniteActivationsKeepBatchInvariance) {
   }
 }
 
-// One Q4_0 token at the AVX-512 level takes the 256-bit tiles where 512-bit instructions run on 256-bit units
-// (decode_tiles_ymm(): Zen 4), the 512-bit ones elsewhere: both give the same bits, within the reference's bound,
-// on one thread and two (a thread's odd last group of 8 rows included: 37 groups). Q8_0 and I8 stay on the
-// 512-bit tiles either way; the switch must not change their bits either.
+// One Q4_0, Q8_0 or I8 token at the AVX-512 level takes the 256-bit tiles (one group of 8 rows at a time) where
+// 512-bit instructions run on 256-bit units (decode_tiles_ymm(): Zen 4), the 512-bit ones elsewhere: both give the
+// same bits, within the reference's bound, on one thread and two (a thread's odd last group of 8 rows included:
+// 37 groups).
 TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
   if (detected_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
   const int64_t n_in = 32 * 21, n_out = 8 * 37;
