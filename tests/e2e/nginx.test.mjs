@@ -14,9 +14,11 @@ const execFileP = promisify(execFile);
 const KEY = { Authorization: 'Bearer sk-fleet' };
 const COMPLETION = { prompt: 'Once upon a time', max_tokens: 4, temperature: 0 };
 
-// A recording upstream. X-Spy: 503 | 429 | 500 | sse (headers, an event at 200 ms, [DONE] at 1 s); else a JSON echo.
+// A recording upstream. X-Spy: 503 | 429 | 500 | sse (headers, an event at 200 ms, then [DONE] once the client
+// says it has that event, or after 5 s: `sseEndedBy` tells which); else a JSON echo.
 async function startSpy() {
   const seen = [];
+  const spyState = { sseEndedBy: null, eventSeen: () => {} };
   const server = http.createServer((req, res) => {
     let bytes = 0;
     req.on('data', (d) => { bytes += d.length; });
@@ -29,8 +31,20 @@ async function startSpy() {
       } else if (mode === 'sse') {
         res.writeHead(200, { 'Content-Type': 'text/event-stream' });
         res.flushHeaders();
-        setTimeout(() => res.write('data: {"n":1}\n\n'), 200);
-        setTimeout(() => { res.write('data: [DONE]\n\n'); res.end(); }, 1000);
+        spyState.sseEndedBy = null;
+        let fallback;
+        const end = (by) => {
+          if (spyState.sseEndedBy) return;
+          spyState.sseEndedBy = by;
+          clearTimeout(fallback);
+          res.write('data: [DONE]\n\n');
+          res.end();
+        };
+        setTimeout(() => {
+          res.write('data: {"n":1}\n\n');
+          spyState.eventSeen = () => end('client');
+          fallback = setTimeout(() => end('timeout'), 5000);
+        }, 200);
       } else {
         res.writeHead(200, { 'Content-Type': 'application/json' });
         res.end('{"spy":true}');
@@ -38,7 +52,8 @@ async function startSpy() {
     });
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { addr: `127.0.0.1:${server.address().port}`, seen, close: () => new Promise((r) => server.close(r)) };
+  return { addr: `127.0.0.1:${server.address().port}`, seen, state: spyState,
+           close: () => new Promise((r) => server.close(r)) };
 }
 
 let replicas = [];
@@ -92,8 +107,11 @@ test('SSE events arrive as sent; X-Request-Id made, passed on, returned, logged;
   const first = new TextDecoder().decode((await reader.read()).value);
   const firstMs = Date.now() - t0;
   assert.match(first, /^data: \{"n":1\}/);
-  assert.ok(firstMs < 800, `the event sent at 200 ms arrived at ${firstMs} ms: nginx held it back`);
+  // The upstream ends the stream only once the event has reached the client (or after 5 s): a proxy that buffered
+  // it would deliver it only with the end, which then comes from the timeout. No clock bound to flake under load.
+  spy.state.eventSeen();
   while (!(await reader.read()).done) { /* the rest */ }
+  assert.equal(spy.state.sseEndedBy, 'client', `the event reached the client at ${firstMs} ms, only with the stream's end: nginx held it back`);
 
   const rid = r.headers.get('x-request-id');
   assert.match(rid, /^[0-9a-f]{32}$/);
