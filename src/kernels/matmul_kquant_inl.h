@@ -510,10 +510,34 @@ TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& 
   q6_kx8_block_step<NT>(s32, x, blk32, sb_sum);
 }
 
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+// q6_kx8_block for one token with VNNI (the files compiled for AVX-512 VNNI, whose 256-bit tiles serve decode):
+// each 16-value sub-block's dot product in int32 from −32·Σx (vpdpbusd, activation bytes broadcast inside the
+// instruction), times its scale (vpmulld): Σ_j sc_j·(Σ q·x − 32·Σx) over the block's two sub-blocks, the same exact
+// integer as the int16 route's, then the same float step. Fewer instructions than the int16 route's vpmaddubsw
+// pairs, widening and offset: with the rows in L2 (512x2048, one thread, Zen 4) a core reads 40-41 GB/s against
+// 37-38, and a decode step after 32 positions (TinyLlama shape, 2 threads, steps alternated in one process) took
+// 0.958 [0.954, 0.962] of the time in the minutes when the host's memory is fast (547 rounds). (An earlier
+// comparison by whole runs, at 1-2 tokens, had read it 4-8 % slower from memory: within the host's swing.)
+TESSERA_INLINE inline void q6_kx8_block_vnni_one_token(const uint8_t* blk, const Q6_Kx8Scales& s, const TileActs<1>& x,
+                                                       int64_t sb, int b, __m256 (&sb_sum)[1]) {
+  __m256i s32[1] = {_mm256_setzero_si256()};
+  static_for<2>([&](auto half) TESSERA_INLINE {
+    const int k = 2 * b + decltype(half)::value;
+    __m256i q[4];
+    q6_kx8_values(blk, k, q);
+    const int8_t* xu = x.q[0] + sb * 256 + 16 * k;
+    __m256i d = _mm256_set1_epi32(-32 * int32_t{x.sum16[0][sb * 16 + k]});
+    static_for<4>([&](auto v) TESSERA_INLINE { d = dpbusd_broadcast_ymm(d, q[v], xu + 4 * v); });
+    s32[0] = _mm256_add_epi32(s32[0], _mm256_mullo_epi32(d, _mm256_srai_epi32(s.sc_pair[k], 16)));
+  });
+  q6_kx8_block_step<1>(s32, x, sb * 8 + b, sb_sum);
+}
+#endif
+
 // Straight from the interleaved blocks: each tile assembles every value it multiplies (about half its vector
-// instructions), the right trade for a token or a few. It keeps the int16 route with VNNI too: four vpdpbusd and a
-// vpmulld per sub-block (the 512-bit tile's way) were 6-11 % faster in cache but 4-8 % slower from memory at 1-2
-// tokens (5632x2048, 2 threads, Zen 4), which is where decode runs.
+// instructions), the right trade for a token or a few. With VNNI one token takes q6_kx8_block_vnni_one_token (four
+// vpdpbusd and a vpmulld per sub-block, the 512-bit tile's way); more tokens keep the int16 route.
 // Likewise, from this many tokens Q6_Kx8's tile loops over its 8 blocks of 32 values (at the AVX2 level batches
 // below the unpacked tiles' take it; with AVX-512 the 512-bit tiles take 3 tokens and more, and the looped tile
 // serves only a column's odd last group of 8 rows). AVX2 level, 5632x2048, four alternations against unrolled: at 3
@@ -531,6 +555,9 @@ __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t
     q6_kx8_scales(blk, s);
     for_steps<8, (NT < kQ6_Kx8LoopTokens)>([&](int b) TESSERA_INLINE {
       if constexpr (q6_kx8_requests_ahead(NT)) prefetch_block_part_at<kQ6_Kx8BlockBytes, 8>(blk, b);
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+      if constexpr (NT == 1) return q6_kx8_block_vnni_one_token(blk, s, x, sb, b, sb_sum);
+#endif
       q6_kx8_block<NT>(blk, s, x, sb, b, sb_sum);
     });
     q6_kx8_finish<NT>(sb_sum, s.d, acc);
