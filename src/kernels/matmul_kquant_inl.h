@@ -510,7 +510,7 @@ TESSERA_INLINE inline void q6_kx8_block(const uint8_t* blk, const Q6_Kx8Scales& 
   q6_kx8_block_step<NT>(s32, x, blk32, sb_sum);
 }
 
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+#ifdef TESSERA_YMM_VNNI
 // q6_kx8_block for one token with VNNI (the files compiled for AVX-512 VNNI, whose 256-bit tiles serve decode):
 // each 16-value sub-block's dot product in int32 from −32·Σx (vpdpbusd, activation bytes broadcast inside the
 // instruction), times its scale (vpmulld): Σ_j sc_j·(Σ q·x − 32·Σx) over the block's two sub-blocks, the same exact
@@ -555,10 +555,14 @@ __attribute__((noinline, flatten)) void tile_q6_kx8(const MatmulArgs& a, int64_t
     q6_kx8_scales(blk, s);
     for_steps<8, (NT < kQ6_Kx8LoopTokens)>([&](int b) TESSERA_INLINE {
       if constexpr (q6_kx8_requests_ahead(NT)) prefetch_block_part_at<kQ6_Kx8BlockBytes, 8>(blk, b);
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
-      if constexpr (NT == 1) return q6_kx8_block_vnni_one_token(blk, s, x, sb, b, sb_sum);
+#ifdef TESSERA_YMM_VNNI
+      if constexpr (NT == 1) {
+        q6_kx8_block_vnni_one_token(blk, s, x, sb, b, sb_sum);
+      } else
 #endif
-      q6_kx8_block<NT>(blk, s, x, sb, b, sb_sum);
+      {
+        q6_kx8_block<NT>(blk, s, x, sb, b, sb_sum);
+      }
     });
     q6_kx8_finish<NT>(sb_sum, s.d, acc);
   }

@@ -78,7 +78,7 @@ __attribute__((noinline, flatten)) void tile_q4_0x8(const MatmulArgs& a, int64_t
   });
 }
 
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+#ifdef TESSERA_YMM_VNNI
 // Q4_0x8's one-token tile with VNNI: the same exact block sums as tile_q4_0x8<1> and the 512-bit tiles, and the
 // same fp32 epilogue, so the same bits; the sums are int32 from the start: the nibbles' vpdpbusd with the
 // activation bytes broadcast inside the instruction, the low and the high nibbles in two chains, the low one
@@ -110,10 +110,14 @@ struct Q4_0x8Family {
   static constexpr bool kWide = false;
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) {
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
-    if constexpr (NT == 1 && Isa::kVnni) return tile_q4_0x8_vnni_one_token(a, t0, group);
+#ifdef TESSERA_YMM_VNNI
+    if constexpr (NT == 1 && Isa::kVnni) {
+      tile_q4_0x8_vnni_one_token(a, t0, group);
+    } else
 #endif
-    tile_q4_0x8<NT>(a, t0, group);
+    {
+      tile_q4_0x8<NT>(a, t0, group);
+    }
   }
   template <int NT>
   static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q4_0x8<NT, 2>(a, t0, group); }

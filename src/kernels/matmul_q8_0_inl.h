@@ -40,7 +40,7 @@ __attribute__((noinline, flatten)) void tile_q8_0x8(const MatmulArgs& a, int64_t
   });
 }
 
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+#ifdef TESSERA_YMM_VNNI
 // Q8_0x8's one-token tile with VNNI: one group of 8 rows, so a thread's groups are read as one stream.
 // Each block's sum is Σ (w + 128)·x − 128·Σx in int32 (w ^ 0x80 as vpdpbusd's unsigned operand, the chain
 // starting at −128·Σx), the same exact integer as tile_q8_0x8 and the 512-bit tiles compute, with the same fp32
@@ -68,10 +68,14 @@ struct Q8_0x8Family {
   static constexpr bool kWide = true;
   template <int NT>
   static void tile(const MatmulArgs& a, int64_t t0, int64_t group) {
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
-    if constexpr (NT == 1 && Isa::kVnni) return tile_q8_0x8_vnni_one_token(a, t0, group);
+#ifdef TESSERA_YMM_VNNI
+    if constexpr (NT == 1 && Isa::kVnni) {
+      tile_q8_0x8_vnni_one_token(a, t0, group);
+    } else
 #endif
-    tile_q8_0x8<NT>(a, t0, group);
+    {
+      tile_q8_0x8<NT>(a, t0, group);
+    }
   }
   template <int NT>
   static void pair_tile(const MatmulArgs& a, int64_t t0, int64_t group) { tile_q8_0x8<NT, 2>(a, t0, group); }

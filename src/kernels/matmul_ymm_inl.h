@@ -49,7 +49,13 @@ struct YmmAvx2 {
   static constexpr int rows_per_tile(int n_tokens) { return n_tokens >= 3 ? 2 : 4; }
 };
 
+// The 256-bit VNNI forms (YmmVnni, and the one-token tiles and their helpers in the family headers): in the files
+// compiled for AVX-512 VNNI, and in the emulated AVX-512 test build.
 #if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+#define TESSERA_YMM_VNNI 1
+#endif
+
+#ifdef TESSERA_YMM_VNNI
 // AVX-512 VNNI: lane j = Σ u[4j+i]·s[4j+i] in exact int32, like the AVX2 maddubs + madd pair (which never
 // saturates for our operands), so both ISA levels give the same integer sums; 32 registers take 4 rows a tile.
 struct YmmVnni {
@@ -212,7 +218,7 @@ TESSERA_INLINE inline const uint8_t* group_block(const MatmulArgs& a, int64_t gr
   return blk;
 }
 
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(TESSERA_AVX512_EMULATED)
+#ifdef TESSERA_YMM_VNNI
 // One token through one interleaved group of 8 rows whose 32-value blocks start with the 8 rows' fp16 scales
 // (Q8_0x8, Q4_0x8), with VNNI: the one-token tiles that read a thread's groups one after another, as one stream.
 // block_sums(values, x, start) gives the 8 rows' exact int32 sums of the block whose values start at `values`,
