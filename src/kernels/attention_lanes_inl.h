@@ -78,6 +78,14 @@ struct HeadRows : KvHeadSlice {
     }
   }
 
+  // Elements [i, i + L::kLanes) of a stored row as fp32 (zero past dim), times its head scale where the type has
+  // one (I8, FP8): what load() and the one-token passes' load_interleaved widen a row with.
+  static typename L::V row_part(const uint8_t* r, int64_t i, int64_t dim, const float* table, typename L::V scale) {
+    const typename L::V x = L::template load_row<T>(r, i, dim, table);
+    if constexpr (T == kI8 || T == kFP8) return L::mul(x, scale);
+    return x;
+  }
+
   // Rows of positions [p0, p0 + n), times their head scale, as fp32 into dst[j][stride] (zero past head_dim);
   // rows [n, kAttentionChunk) are zeroed. The row's address and scale are taken once per row, into locals: the
   // stores to dst may alias this struct's fields as far as the compiler knows, and it had reloaded them for every
@@ -89,10 +97,7 @@ struct HeadRows : KvHeadSlice {
       float* d = dst + j * stride;
       const uint8_t* r = row(block_index, slot);
       const typename L::V scale = L::set1(scale_of(block_index, slot));
-      for (int64_t i = 0; i < stride; i += L::kLanes) {
-        const typename L::V x = L::template load_row<T>(r, i, dim, table);
-        L::store(d + i, (T == kI8 || T == kFP8) ? L::mul(x, scale) : x);
-      }
+      for (int64_t i = 0; i < stride; i += L::kLanes) L::store(d + i, row_part(r, i, dim, table, scale));
     });
     std::memset(dst + n * stride, 0, size_t((kAttentionChunk - n) * stride) * sizeof(float));
   }
@@ -402,12 +407,7 @@ void load_interleaved(const HeadRows<L, T>* const (&heads)[G], int64_t p0, int64
     for (int64_t i = 0; i < stride; i += L::kLanes) {
       V x[G];
       static_for<G>([&](auto h) {
-        if (rows[h] == nullptr) {
-          x[h] = L::zero();
-        } else {
-          x[h] = L::template load_row<T>(rows[h], i, dim, fp8_table);
-          if constexpr (T == kI8 || T == kFP8) x[h] = L::mul(x[h], scales[h]);
-        }
+        x[h] = rows[h] == nullptr ? L::zero() : HeadRows<L, T>::row_part(rows[h], i, dim, fp8_table, scales[h]);
       });
       L::template store_interleaved<G>(x, d + i * G);
     }
@@ -631,7 +631,6 @@ void attend_any_type(const float* q, int64_t q_stride, int64_t n_tokens, int kv_
 #undef TESSERA_ATTEND_CASE
   }
 }
-
 
 }  // namespace
 }  // namespace tessera::kernels
