@@ -285,9 +285,10 @@ int bench(const BenchOptions& o) {
   }
   const auto gib = [](uint64_t b) { return double(b) / double(1ULL << 30); };
   const auto yes = [](bool b) { return b ? "met" : "NOT met"; };
-  std::printf("model      %s, %s weights, %s KV cache, %d threads, %s kernels\n", name.c_str(),
+  std::printf("model      %s, %s weights, %s KV cache, %d threads, %s kernels%s\n", name.c_str(),
               std::string(tensor_type_name(type)).c_str(), kv_type_name(o.kv_type), pool.size(),
-              std::string(isa_name(kernel_isa(active_isa()))).c_str());
+              std::string(isa_name(kernel_isa(active_isa()))).c_str(),
+              active_isa() >= Isa::Amx ? " (INT8 batches on AMX tiles)" : "");
   std::printf("cpu        %s\n\n", cpu_model_name().c_str());
   std::printf("%-34s %12s\n", "machine limit (measured now)", "value");
   std::printf("%-34s %9.1f GB/s   (before %.1f, after %.1f; %.0f MiB buffer)\n", "memory read bandwidth",

@@ -136,6 +136,10 @@ double measure_bf16_peak_gflops(ThreadPool& pool, int reps) {
 }
 
 double measure_int8_peak_gops(ThreadPool& pool, int reps) {
+  if (active_isa() >= Isa::Amx) {
+    return best_rate_g(pool, reps, 2.0 * roofline::amx::kTileProducts * roofline::amx::kTileMultiplies,
+                       [](int64_t n) { return roofline::amx::int8_tiles(n); });
+  }
   switch (probe_isa()) {
     case Isa::Scalar:
       return best_rate_g(pool, reps, 2.0 * kScalarChains, [](int64_t n) { return int8_chains_scalar(n); });
@@ -189,6 +193,7 @@ std::string_view fp32_peak_instruction() {
 }
 
 std::string_view int8_peak_instruction() {
+  if (active_isa() >= Isa::Amx) return "tdpbssd (AMX tiles)";
   switch (probe_isa()) {
     case Isa::Scalar: return "scalar imul";
     case Isa::Avx512Vnni:

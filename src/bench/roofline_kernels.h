@@ -1,4 +1,4 @@
-// Inner loops of the roofline probes, one set per ISA (roofline_avx2.cpp, roofline_avx512.cpp). Each returns
+// Inner loops of the roofline probes, one set per ISA (roofline_avx2.cpp, roofline_avx512.cpp, roofline_amx.cpp). Each returns
 // a value derived from everything it computed so that the compiler cannot drop the work.
 #pragma once
 
@@ -27,5 +27,12 @@ int32_t int8_chains_vnni(int64_t iters);
 // kBf16Chains 512-bit vdpbf16ps chains (AVX-512 BF16), 32 bf16 products (64 flops) each per iteration.
 inline constexpr int kBf16Chains = 12;
 float bf16_chains(int64_t iters);
+
+// AMX (Isa::Amx): 4 tdpbssd on full tiles per iteration (16 × 16 × 64 int8 products each), 4 accumulators.
+namespace amx {
+inline constexpr int kTileProducts = 16 * 16 * 64;
+inline constexpr int kTileMultiplies = 4;
+int32_t int8_tiles(int64_t iters);
+}  // namespace amx
 
 }  // namespace tessera::roofline

@@ -2,6 +2,10 @@
 #include "core/cpu_features.h"
 
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <atomic>
 #include <cstdint>
@@ -15,6 +19,18 @@ uint64_t read_xcr0() {
   uint32_t eax, edx;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
   return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+// Linux hands out the 8 KiB of AMX tile data per process on request (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA, since 5.16): granted once, it holds for every thread of the process.
+bool request_tile_data() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 CpuFeatures probe() {
@@ -34,6 +50,7 @@ CpuFeatures probe() {
   const uint64_t xcr0 = read_xcr0();
   f.os_saves_ymm = (xcr0 & 0x6) == 0x6;             // SSE and AVX state
   f.os_saves_zmm = (xcr0 & 0xe6) == 0xe6;           // plus opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_saves_tiles = (xcr0 & 0x60000) == 0x60000;  // XTILECFG and XTILEDATA
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, eax, ebx, ecx, edx);
   f.avx2 = ebx & bit_AVX2;
@@ -42,9 +59,13 @@ CpuFeatures probe() {
   f.avx512bw = ebx & bit_AVX512BW;
   f.avx512vl = ebx & bit_AVX512VL;
   f.avx512vnni = ecx & bit_AVX512VNNI;
+  f.amx_bf16 = edx & (1u << 22);
+  f.amx_tile = edx & (1u << 24);
+  f.amx_int8 = edx & (1u << 25);
   __cpuid_count(7, 1, eax, ebx, ecx, edx);
   f.avx512bf16 = eax & (1u << 5);
   f.zmm_on_256bit_units = amd && family == 0x19 && f.avx512f;
+  f.os_grants_tiles = os_saves_tiles && f.amx_tile && request_tile_data();
 #ifdef TESSERA_AVX512_EMULATED
   // The emulated AVX-512 test build (tests/avx512_emulation): its *_avx512.cpp kernels are SIMDe code compiled for
   // AVX2, so a CPU with AVX2 runs them. Only that build's copy of this library is compiled with the macro.
@@ -52,6 +73,7 @@ CpuFeatures probe() {
     f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = true;
     f.os_saves_zmm = true;
   }
+  f.amx_tile = f.amx_int8 = f.amx_bf16 = f.os_grants_tiles = false;  // SIMDe has no tiles
 #endif
   return f;
 }
@@ -61,7 +83,8 @@ Isa level_of(const CpuFeatures& f) {
   if (!(f.os_saves_zmm && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) return Isa::Avx2;
   if (!f.avx512vnni) return Isa::Avx512;
   if (!f.avx512bf16) return Isa::Avx512Vnni;
-  return Isa::Avx512Bf16;
+  if (!(f.amx_tile && f.amx_int8 && f.amx_bf16 && f.os_grants_tiles)) return Isa::Avx512Bf16;
+  return Isa::Amx;
 }
 
 // Read once per process (a function-local static): threads that race to a setting's first use
@@ -69,10 +92,10 @@ Isa level_of(const CpuFeatures& f) {
 Isa env_cap() {
   static const Isa cap = [] {
     const char* env = std::getenv("TESSERA_ISA");
-    if (env == nullptr || *env == '\0') return Isa::Avx512Bf16;
+    if (env == nullptr || *env == '\0') return Isa::Amx;
     if (const auto isa = isa_from_name(env)) return *isa;
-    std::fprintf(stderr, "tessera: ignoring unknown TESSERA_ISA=%s (expected scalar, avx2 or avx512)\n", env);
-    return Isa::Avx512Bf16;
+    std::fprintf(stderr, "tessera: ignoring unknown TESSERA_ISA=%s (expected scalar, avx2, avx512 or amx)\n", env);
+    return Isa::Amx;
   }();
   return cap;
 }
@@ -149,6 +172,7 @@ std::string_view isa_name(Isa isa) {
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512_vnni";
     case Isa::Avx512Bf16: return "avx512_bf16";
+    case Isa::Amx: return "amx";
   }
   return "unknown";
 }
@@ -158,6 +182,7 @@ std::optional<Isa> isa_from_name(std::string_view name) {
   if (name == "avx2") return Isa::Avx2;
   if (name == "avx512" || name == "avx512_bf16") return Isa::Avx512Bf16;
   if (name == "avx512_vnni") return Isa::Avx512Vnni;
+  if (name == "amx") return Isa::Amx;
   if (name == "avx512f" || name == "avx512_novnni") return Isa::Avx512;
   return std::nullopt;
 }

@@ -63,8 +63,9 @@ bool is_float_type(KernelType t) {
   }
 }
 
-// The kernel of `type`'s family at the AVX2 or AVX-512 level: the one place a kernel type meets its ISA files.
-kernels::MatmulRowsFn rows_kernel(KernelType type, bool avx512) {
+// The kernel of `type`'s family at the AVX2 or AVX-512 level (with AMX where `amx`): the one place a kernel type
+// meets its ISA files.
+kernels::MatmulRowsFn rows_kernel(KernelType type, bool avx512, bool amx) {
   switch (type) {
     case KernelType::F32:
     case KernelType::F16:
@@ -82,7 +83,8 @@ kernels::MatmulRowsFn rows_kernel(KernelType type, bool avx512) {
     case KernelType::Q4_Kx8:
     case KernelType::Q6_Kx8: return avx512 ? kernels::avx512::matmul_kquant_rows : kernels::avx2::matmul_kquant_rows;
     case KernelType::I8:
-    case KernelType::I8x8: return avx512 ? kernels::avx512::matmul_i8_rows : kernels::avx2::matmul_i8_rows;
+    case KernelType::I8x8:
+      return amx ? kernels::amx::matmul_i8_rows : avx512 ? kernels::avx512::matmul_i8_rows : kernels::avx2::matmul_i8_rows;
   }
   return nullptr;
 }
@@ -298,6 +300,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   }
 
   const bool avx512 = level == Isa::Avx512Vnni;
+  const bool amx = avx512 && capped >= Isa::Amx;
   const kernels::QuantizeActsFn quant_fn = avx512 ? kernels::avx512::quantize_acts : kernels::avx2::quantize_acts;
   const int64_t n_in = targets[0].w->n_in;
   kernels::QuantizedActs xq[kMaxActFormats];
@@ -326,7 +329,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
     TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8 && type != KernelType::FP8x32) ||
                   w.row_scales != nullptr);
-    rows_fn[j] = kind == ActKind::Bf16 ? kernels::avx512::matmul_bf16_products_rows : rows_kernel(type, avx512);
+    rows_fn[j] = kind == ActKind::Bf16 ? kernels::avx512::matmul_bf16_products_rows : rows_kernel(type, avx512, amx);
     kernels::MatmulArgs& a = args[j];
     a.type = type;
     a.n_in = n_in;

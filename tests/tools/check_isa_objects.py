@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks that no code compiled for AVX2 or AVX-512 can be reached without the run-time dispatch.
 
-Files named *_avx2.cpp / *_avx512.cpp are compiled with that ISA's flags. Their own functions live in an
-`avx2` / `avx512` namespace (or an anonymous one) and are only called once cpu_features says the machine has the
+Files named *_avx2.cpp / *_avx512.cpp / *_amx.cpp are compiled with that ISA's flags. Their own functions live in an
+`avx2` / `avx512` / `amx` namespace (or an anonymous one) and are only called once cpu_features says the machine has the
 ISA. But such a file also emits out-of-line copies of inline functions and templates from the headers it includes
 (std::vector<float>::_M_default_append, an inline helper of ours): symbols of vague linkage (weak, or unique
 global), of which the linker keeps one copy for the whole program, whichever object it meets first. If that copy
@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 
-ISA_OBJECT = re.compile(r"_(avx2|avx512)\.cpp\.o(bj)?$")
+ISA_OBJECT = re.compile(r"_(avx2|avx512|amx)\.cpp\.o(bj)?$")
 SYMBOL = re.compile(r"^([0-9a-f]+) (.{7}) (\S+)\t([0-9a-f]+) (.*)$")
 LABEL = re.compile(r"^([0-9a-f]+) <(.*)>:$")
 SECTION = re.compile(r"^Disassembly of section (\S+):$")

@@ -147,6 +147,30 @@ TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
   }
 }
 
+// I8x8 batches of 16 tokens or more take the AMX tiles (kernels/matmul_i8_amx.cpp) where the CPU has them: every
+// token's outputs have the bits it gets alone (the VNNI one-token tile), within the reference's bound, for token
+// counts that fill two tiles, one, or leave a tail of 1-15 rows in either; an odd last group of 8 rows per thread
+// (5 groups); and rows long enough (8192 values) that the kernel splits the batch into passes that fit L2.
+TEST(Interleave, AmxTilesGiveEveryTokenItsBitsAlone) {
+  if (detected_isa() < Isa::Amx) GTEST_SKIP() << "no AMX (this CPU has " << isa_name(detected_isa()) << ")";
+  for (const int64_t n_in : {int64_t{64 * 5}, int64_t{8192}}) {
+    const int64_t n_out = 8 * 5;
+    const Interleaved m = make_interleaved(TensorType::I8, n_out, n_in, 43);
+    const std::vector<int64_t> counts =
+        n_in == 8192 ? std::vector<int64_t>{130} : std::vector<int64_t>{16, 17, 31, 32, 33, 47, 48, 64, 77};
+    for (const int64_t n_tokens : counts) {
+      const auto x = random_floats(size_t(n_in * n_tokens), 44 + uint32_t(n_tokens));
+      const std::vector<float> alone = outputs_alone(m, x, n_tokens, Isa::Amx);
+      std::vector<float> y_ref(alone.size());
+      ThreadPool one(1);
+      matmul_reference(m.rows.view, x.data(), n_tokens, y_ref.data(), one);
+      ASSERT_NO_FATAL_FAILURE(expect_within_reference_bound(m, x, alone, y_ref, n_tokens, Isa::Amx));
+      SCOPED_TRACE("n_in " + std::to_string(n_in) + ", " + std::to_string(n_tokens) + " tokens");
+      expect_batch_equals_alone(m, x, n_tokens, alone, Isa::Amx);
+    }
+  }
+}
+
 TEST(Interleave, OnlyWholeGroupsOfBlockTypeRows) {
   for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8, TensorType::Q4_K, TensorType::Q6_K}) {
     const int64_t n_in = 2 * block_values(type);

@@ -148,7 +148,7 @@ TEST(KernelMatmul, ActiveIsaFollowsCap) {
   const Isa before = active_isa();
   set_max_isa(Isa::Scalar);
   EXPECT_EQ(active_isa(), Isa::Scalar);
-  set_max_isa(Isa::Avx512Bf16);
+  set_max_isa(Isa::Amx);
   EXPECT_EQ(active_isa(), detected_isa());
   set_max_isa(before);
 }

@@ -22,7 +22,7 @@
 namespace tessera::testing {
 
 // Every kernel family: tests run those the CPU has and skip the rest with a message.
-inline std::vector<Isa> kernel_isas() { return {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni}; }
+inline std::vector<Isa> kernel_isas() { return {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni, Isa::Amx}; }
 
 #define TESSERA_SKIP_IF_UNSUPPORTED(isa)                                                               \
   do {                                                                                                 \
