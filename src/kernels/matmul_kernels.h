@@ -121,7 +121,7 @@ void round_to_bf16(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_beg
 void round_f16_to_bf16(uint8_t* data, size_t n);  // interleave.h's, on zmm
 }  // namespace avx512
 
-// Isa::Amx (matmul_i8_amx.cpp): I8x8 products of 16 tokens or more on AMX-INT8 tiles, n_in a multiple of 64;
+// Isa::Amx (matmul_i8_amx.cpp): I8x8 products of 12 tokens or more on AMX-INT8 tiles, n_in a multiple of 64;
 // every other I8 product goes on to avx512::matmul_i8_rows.
 namespace amx {
 void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);

@@ -147,7 +147,7 @@ TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
   }
 }
 
-// I8x8 batches of 16 tokens or more take the AMX tiles (kernels/matmul_i8_amx.cpp) where the CPU has them: every
+// I8x8 batches of 12 tokens or more take the AMX tiles (kernels/matmul_i8_amx.cpp) where the CPU has them: every
 // token's outputs have the bits it gets alone (the VNNI one-token tile), within the reference's bound, for token
 // counts that fill two tiles, one, or leave a tail of 1-15 rows in either; an odd last group of 8 rows per thread
 // (5 groups); and rows long enough (8192 values) that the kernel splits the batch into passes that fit L2.
@@ -157,7 +157,7 @@ TEST(Interleave, AmxTilesGiveEveryTokenItsBitsAlone) {
     const int64_t n_out = 8 * 5;
     const Interleaved m = make_interleaved(TensorType::I8, n_out, n_in, 43);
     const std::vector<int64_t> counts =
-        n_in == 8192 ? std::vector<int64_t>{130} : std::vector<int64_t>{16, 17, 31, 32, 33, 47, 48, 64, 77};
+        n_in == 8192 ? std::vector<int64_t>{130} : std::vector<int64_t>{12, 16, 17, 31, 32, 33, 47, 48, 64, 77};
     for (const int64_t n_tokens : counts) {
       const auto x = random_floats(size_t(n_in * n_tokens), 44 + uint32_t(n_tokens));
       const std::vector<float> alone = outputs_alone(m, x, n_tokens, Isa::Amx);
