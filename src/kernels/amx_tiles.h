@@ -24,4 +24,9 @@ inline void load_tile_config(const TileConfig& cfg) {
   _tile_loadconfig(&cfg);
 }
 
+// GCC 12's tile loads and stores are volatile asm statements that name no memory operand, so the compiler may
+// move ordinary loads and stores across them: between ordinary code that writes what tiles load (packed
+// operands), or reads what tiles stored (sums), and those tile instructions, this makes it keep the order.
+inline void tile_memory_fence() { __asm__ volatile("" : : : "memory"); }
+
 }  // namespace tessera::kernels::amx

@@ -143,6 +143,7 @@ void tile_steps(const MatmulArgs& a, const int8_t* acts, int64_t j0, int64_t gro
   if constexpr (MT == 2) _tile_stored(2, sums.c[1][0], kSumStride);
   if constexpr (MT == 2 && NG == 2) _tile_stored(3, sums.c[1][1], kSumStride);
   if (s1 < steps) return;
+  tile_memory_fence();
   // The VNNI tiles' epilogue (matmul_i8_inl.h): float(sum) × (row scale × token scale).
   for (int g = 0; g < NG; ++g) {
     const __m256 row_scales = _mm256_loadu_ps(a.row_scales + (group + g) * kGroupRows);
@@ -205,6 +206,7 @@ bool takes_i8_tiles(const MatmulArgs& a) {
 void matmul_i8_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (!takes_i8_tiles(a)) return avx512::matmul_i8_rows(a, row_begin, row_end);
   const int8_t* acts = packed_acts(a);
+  tile_memory_fence();
   const int64_t token_tiles = (a.n_tokens + kTileTokens - 1) / kTileTokens;
   const int64_t pass_tiles = std::max<int64_t>(2, kActBytesPerPass / (a.n_in * kTileTokens) / 2 * 2);
   configure_tiles();
