@@ -144,6 +144,18 @@ TEST(KernelMatmul, SharedInputEqualsSeparateCalls) {
   }
 }
 
+// Each level's name reads back as that level (TESSERA_ISA takes them), except Avx512's: "avx512" names the best
+// AVX-512 level below AMX, so a cap of avx512 keeps the AMX tiles off.
+TEST(KernelMatmul, IsaNamesReadBack) {
+  for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Amx}) {
+    EXPECT_EQ(isa_from_name(isa_name(isa)), isa) << isa_name(isa);
+  }
+  EXPECT_EQ(isa_from_name("avx512"), Isa::Avx512Bf16);
+  EXPECT_EQ(isa_from_name("amx"), Isa::Amx);
+  EXPECT_FALSE(isa_from_name("amx512").has_value());
+  EXPECT_EQ(kernel_isa(Isa::Amx), Isa::Avx512Vnni);
+}
+
 TEST(KernelMatmul, ActiveIsaFollowsCap) {
   const Isa before = active_isa();
   set_max_isa(Isa::Scalar);
