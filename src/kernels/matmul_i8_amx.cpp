@@ -2,13 +2,14 @@
 // CPU has them (Isa::Amx: Intel Sapphire Rapids and later). Everything else goes to the AVX-512 kernels.
 //
 // A tile multiply (tdpbssd) takes up to 16 rows of 64 int8 values from one tile (A) and a tile (B) whose row q
-// holds values 4q..4q+3 of each output column, and adds their int32 dot products into a third (C). I8x8's layout (kernels/interleave.h) is already B's: byte
-// 4l + i of a group's 32-byte vector q is row l's value 4q + i, so one k-range of 64 values of a group of 8 rows
-// is 512 consecutive bytes, a B tile of 16 rows × 32 bytes (8 output rows). The tokens' int8 activations are A
-// as they lie (16 tokens, 64 values each, rows n_in apart). Signed × signed (tdpbssd): neither the sign trick nor
-// the −128·Σx offset of vpdpbusd. The int32 sums are the exact integers the VNNI tiles compute, and the epilogue
-// is theirs (the sum converted, times the row's scale times the token's), so a token's outputs have the same bits
-// alone (one token takes the VNNI tile) or in any batch.
+// holds values 4q..4q+3 of each output column, and adds their int32 dot products into a third (C). I8x8's layout
+// (kernels/interleave.h) is already B's: byte 4l + i of a group's 32-byte vector q is row l's value 4q + i, so
+// one k-range of 64 values of a group of 8 rows is 512 consecutive bytes, a B tile of 16 rows × 32 bytes (8
+// output rows). The tokens' int8 activations are packed once into A tiles (16 tokens × 64 values, packed_acts).
+// Signed × signed (tdpbssd): neither the sign trick nor the −128·Σx offset of vpdpbusd. The int32 sums are the
+// exact integers the VNNI tiles compute, and the epilogue is theirs (the sum converted, times the row's scale
+// times the token's), so a token's outputs have the same bits alone (one token takes the VNNI tile) or in any
+// batch.
 //
 // Eight tiles: C for 2 × 16 tokens × 2 groups (4), A for the two token tiles (2), B for the two groups (2).
 // Each 64-value step loads 3 KiB into tiles for 4 multiplies of 16 × 8 × 64. A batch's last token tile is
@@ -40,7 +41,7 @@ constexpr int kGroupStepBytes = kStepValues * kGroupRows;  // a group's 64 value
 constexpr int64_t kMinTokens = 12;
 
 // The tile numbers: C(m, g) for token tile m and group g, A(m), B(g). The tile intrinsics take them as literal
-// digits (they paste them into the instruction), which tile_block spells out: C 0-3, A 4-5, B 6-7.
+// digits (they paste them into the instruction), which tile_steps spells out: C 0-3, A 4-5, B 6-7.
 constexpr int c_tile(int m, int g) { return 2 * m + g; }
 constexpr int a_tile(int m) { return 4 + m; }
 constexpr int b_tile(int g) { return 6 + g; }
@@ -97,7 +98,7 @@ const int8_t* packed_acts(const MatmulArgs& a) {
   return packed.tiles.data();
 }
 
-// C tiles kept between the steps of a range of k (Sums::chunk): 2 token tiles × 2 groups.
+// C tiles kept between chunks of steps (tile_range): 2 token tiles × 2 groups.
 struct alignas(64) Sums {
   int32_t c[2][2][kTileTokens][kGroupRows];
 };
@@ -161,8 +162,9 @@ void tile_steps(const MatmulArgs& a, const int8_t* acts, int64_t j0, int64_t gro
 }
 
 // Steps of the row per chunk: 2 token tiles' activations for them (16 KiB) stay in L1 while the chunk's groups
-// take them, so each step streams only the weights from L2 (1 KiB), not the weights and activations (3 KiB):
-// loaded from L2, tiles kept the multiplies at about half their rate.
+// take them, so each step streams only the weights from L2 (1 KiB), not the weights and activations (3 KiB). A
+// loop of these tile instructions ran 2.7 TOP/s on one core with its operands in L1, 1.2-1.4 with both from L2;
+// 5632x2048 at 512 tokens, 2 threads: 2142 GOP/s with the chunks, 1966-2056 without.
 constexpr int64_t kChunkSteps = 8;
 // Group pairs that share a chunk's activations (their sums wait in an 8 KiB buffer between chunks).
 constexpr int64_t kChunkPairs = 4;
