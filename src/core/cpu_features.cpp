@@ -39,6 +39,7 @@ CpuFeatures probe() {
   unsigned max_leaf = 0, vendor[3] = {0, 0, 0};
   __cpuid(0, max_leaf, vendor[0], vendor[2], vendor[1]);  // the vendor string is in ebx, edx, ecx
   const bool amd = vendor[0] == 0x68747541 && vendor[1] == 0x69746e65 && vendor[2] == 0x444d4163;  // "AuthenticAMD"
+  f.intel = vendor[0] == 0x756e6547 && vendor[1] == 0x49656e69 && vendor[2] == 0x6c65746e;      // "GenuineIntel"
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
   const unsigned base_family = (eax >> 8) & 0xf;
   const unsigned family = base_family == 0xf ? base_family + ((eax >> 20) & 0xff) : base_family;
@@ -158,6 +159,17 @@ int decode_tiles_default() {
 bool decode_tiles_ymm() { return setting_or_first(g_decode_tiles_ymm, decode_tiles_default) == 1; }
 
 void set_decode_tiles_ymm(bool ymm) { g_decode_tiles_ymm.store(ymm ? 1 : 0, std::memory_order_relaxed); }
+
+namespace {
+// -1 until first use; then 1 (zmm) or 0 (ymm), from the CPU or set_decode_kquant_zmm().
+std::atomic<int> g_decode_kquant_zmm{-1};
+}  // namespace
+
+bool decode_kquant_zmm() {
+  return setting_or_first(g_decode_kquant_zmm, [] { return cpu_features().intel ? 1 : 0; }) == 1;
+}
+
+void set_decode_kquant_zmm(bool zmm) { g_decode_kquant_zmm.store(zmm ? 1 : 0, std::memory_order_relaxed); }
 
 Isa kernel_isa(Isa isa) {
   if (isa >= Isa::Avx512Vnni) return Isa::Avx512Vnni;

@@ -30,6 +30,8 @@ struct CpuFeatures {
   // AVX-512 executed as two halves on 256-bit units (AMD Zen 4, family 19h; Zen 5 and Intel's AVX-512 cores have
   // 512-bit datapaths). cpuid does not report it; the vendor and family do.
   bool zmm_on_256bit_units = false;
+  // An Intel CPU ("GenuineIntel"): its AVX-512 cores have 512-bit datapaths throughout.
+  bool intel = false;
 };
 
 const CpuFeatures& cpu_features();
@@ -48,6 +50,12 @@ void set_max_isa(Isa isa);
 // set_decode_tiles_ymm() chose. Either way the same bits.
 bool decode_tiles_ymm();
 void set_decode_tiles_ymm(bool ymm);
+
+// Whether one-token Q4_K and Q6_K matmuls take the 512-bit tiles at the AVX-512 level
+// (kernels/matmul_kquant_avx512.cpp says why): cpu_features().intel, unless set_decode_kquant_zmm() chose. Either
+// way the same bits.
+bool decode_kquant_zmm();
+void set_decode_kquant_zmm(bool zmm);
 
 // Which kernel family serves `isa`: AVX-512 kernels need VNNI, so Avx512 without it runs the AVX2 kernels; Amx
 // runs the AVX-512 kernels, and the matmul dispatch sends the products AMX serves to their tiles.

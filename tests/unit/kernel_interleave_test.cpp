@@ -147,6 +147,38 @@ TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
   }
 }
 
+// One Q4_K or Q6_K token at the AVX-512 level takes the 512-bit tiles on Intel (decode_kquant_zmm()), the 256-bit
+// ones elsewhere: both give the same bits, within the reference's bound, on one thread and two (37 groups, 3
+// super-blocks a row).
+TEST(Interleave, KQuantDecodeTileWidthsGiveTheSameBits) {
+  if (detected_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
+  const int64_t n_in = 256 * 3, n_out = 8 * 37;
+  const auto x = random_floats(size_t(n_in), 45);
+  struct RestoreDecodeTiles {
+    bool zmm = decode_kquant_zmm();
+    ~RestoreDecodeTiles() { set_decode_kquant_zmm(zmm); }
+  } restore;
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+    const Interleaved m = make_interleaved(type, n_out, n_in, 46);
+    std::vector<float> y_ref(static_cast<size_t>(n_out));
+    ThreadPool one(1);
+    matmul_reference(m.rows.view, x.data(), 1, y_ref.data(), one);
+    std::vector<float> by_width[2];
+    for (const bool zmm : {false, true}) {
+      set_decode_kquant_zmm(zmm);
+      by_width[zmm] = outputs_alone(m, x, 1, Isa::Avx512Vnni);
+      ASSERT_NO_FATAL_FAILURE(expect_within_reference_bound(m, x, by_width[zmm], y_ref, 1, Isa::Avx512Vnni));
+      ThreadPool two(2);
+      std::vector<float> y(static_cast<size_t>(n_out));
+      matmul(m.view, x.data(), 1, y.data(), two, Isa::Avx512Vnni);
+      EXPECT_EQ(0, std::memcmp(y.data(), by_width[zmm].data(), sizeof(float) * y.size()))
+          << tensor_type_name(type) << (zmm ? ", 512-bit" : ", 256-bit") << " tiles on 2 threads";
+    }
+    EXPECT_EQ(0, std::memcmp(by_width[0].data(), by_width[1].data(), sizeof(float) * size_t(n_out)))
+        << tensor_type_name(type);
+  }
+}
+
 // I8x8 batches of 12 tokens or more take the AMX tiles (kernels/matmul_i8_amx.cpp) where the CPU has them: every
 // token's outputs have the bits it gets alone (the VNNI one-token tile), within the reference's bound, for token
 // counts that fill two tiles, one, or leave a tail of 1-15 rows in either; an odd last group of 8 rows per thread
