@@ -113,59 +113,27 @@ TEST(Interleave, NonFiniteActivationsKeepBatchInvariance) {
   }
 }
 
-// One Q4_0, Q8_0 or I8 token at the AVX-512 level takes the 256-bit tiles (one group of 8 rows at a time) where
-// 512-bit instructions run on 256-bit units (decode_tiles_ymm(): Zen 4), the 512-bit ones elsewhere: both give the
-// same bits, within the reference's bound, on one thread and two (a thread's odd last group of 8 rows included:
-// 37 groups).
-TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
-  if (detected_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
-  const int64_t n_in = 32 * 21, n_out = 8 * 37;
-  const auto x = random_floats(size_t(n_in), 41);
-  // The process-wide choice as it was, back after the test however it ends.
-  struct RestoreDecodeTiles {
-    bool ymm = decode_tiles_ymm();
-    ~RestoreDecodeTiles() { set_decode_tiles_ymm(ymm); }
-  } restore;
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8}) {
-    const Interleaved m = make_interleaved(type, n_out, n_in, 42);
-    std::vector<float> y_ref(static_cast<size_t>(n_out));
-    ThreadPool one(1);
-    matmul_reference(m.rows.view, x.data(), 1, y_ref.data(), one);
-    std::vector<float> by_width[2];
-    for (const bool ymm : {false, true}) {
-      set_decode_tiles_ymm(ymm);
-      by_width[ymm] = outputs_alone(m, x, 1, Isa::Avx512Vnni);
-      ASSERT_NO_FATAL_FAILURE(expect_within_reference_bound(m, x, by_width[ymm], y_ref, 1, Isa::Avx512Vnni));
-      ThreadPool two(2);
-      std::vector<float> y(static_cast<size_t>(n_out));
-      matmul(m.view, x.data(), 1, y.data(), two, Isa::Avx512Vnni);
-      EXPECT_EQ(0, std::memcmp(y.data(), by_width[ymm].data(), sizeof(float) * y.size()))
-          << tensor_type_name(type) << (ymm ? ", 256-bit" : ", 512-bit") << " tiles on 2 threads";
-    }
-    EXPECT_EQ(0, std::memcmp(by_width[0].data(), by_width[1].data(), sizeof(float) * size_t(n_out)))
-        << tensor_type_name(type);
-  }
-}
-
-// One Q4_K or Q6_K token at the AVX-512 level takes the 512-bit tiles on Intel (decode_kquant_zmm()), the 256-bit
-// ones elsewhere: both give the same bits, within the reference's bound, on one thread and two (37 groups, 3
-// super-blocks a row).
-TEST(Interleave, KQuantDecodeTileWidthsGiveTheSameBits) {
-  if (detected_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
-  const int64_t n_in = 256 * 3, n_out = 8 * 37;
-  const auto x = random_floats(size_t(n_in), 45);
-  struct RestoreDecodeTiles {
-    bool zmm = decode_kquant_zmm();
-    ~RestoreDecodeTiles() { set_decode_kquant_zmm(zmm); }
-  } restore;
-  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
-    const Interleaved m = make_interleaved(type, n_out, n_in, 46);
+// One token of each type at the AVX-512 level, with the 512-bit one-token tiles (`set_zmm(true)`) and the 256-bit
+// ones (`set_zmm(false)`), a process-wide width choice that `zmm()` reads (put back afterwards, however the test
+// ends): both give the same bits, within the reference's bound, on one thread and two (37 groups: a thread's odd
+// last group of 8 rows).
+void expect_decode_tile_widths_agree(std::initializer_list<TensorType> types, int64_t n_in, uint32_t seed,
+                                     bool (*zmm)(), void (*set_zmm)(bool)) {
+  struct Restore {
+    void (*set)(bool);
+    bool was;
+    ~Restore() { set(was); }
+  } restore{set_zmm, zmm()};
+  const int64_t n_out = 8 * 37;
+  const auto x = random_floats(size_t(n_in), seed);
+  for (TensorType type : types) {
+    const Interleaved m = make_interleaved(type, n_out, n_in, seed + 1);
     std::vector<float> y_ref(static_cast<size_t>(n_out));
     ThreadPool one(1);
     matmul_reference(m.rows.view, x.data(), 1, y_ref.data(), one);
     std::vector<float> by_width[2];
     for (const bool zmm : {false, true}) {
-      set_decode_kquant_zmm(zmm);
+      set_zmm(zmm);
       by_width[zmm] = outputs_alone(m, x, 1, Isa::Avx512Vnni);
       ASSERT_NO_FATAL_FAILURE(expect_within_reference_bound(m, x, by_width[zmm], y_ref, 1, Isa::Avx512Vnni));
       ThreadPool two(2);
@@ -177,6 +145,23 @@ TEST(Interleave, KQuantDecodeTileWidthsGiveTheSameBits) {
     EXPECT_EQ(0, std::memcmp(by_width[0].data(), by_width[1].data(), sizeof(float) * size_t(n_out)))
         << tensor_type_name(type);
   }
+}
+
+// Q4_0, Q8_0 and I8 take the 256-bit one-token tiles (one group of 8 rows at a time) where 512-bit instructions
+// run on 256-bit units (decode_tiles_ymm(): Zen 4), the 512-bit ones elsewhere.
+TEST(Interleave, DecodeTileWidthsGiveTheSameBits) {
+  if (detected_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
+  expect_decode_tile_widths_agree(
+      {TensorType::Q4_0, TensorType::Q8_0, TensorType::I8}, 32 * 21, 41, [] { return !decode_tiles_ymm(); },
+      [](bool zmm) { set_decode_tiles_ymm(!zmm); });
+}
+
+// Q4_K and Q6_K take the 512-bit one-token tiles on Intel (decode_kquant_zmm()), the 256-bit ones elsewhere
+// (3 super-blocks a row).
+TEST(Interleave, KQuantDecodeTileWidthsGiveTheSameBits) {
+  if (detected_isa() < Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI";
+  expect_decode_tile_widths_agree({TensorType::Q4_K, TensorType::Q6_K}, 256 * 3, 45, decode_kquant_zmm,
+                                  set_decode_kquant_zmm);
 }
 
 // I8x8 batches of 12 tokens or more take the AMX tiles (kernels/matmul_i8_amx.cpp) where the CPU has them: every
