@@ -1,5 +1,5 @@
-// Inner loops of the roofline probes, one set per ISA (roofline_avx2.cpp, roofline_avx512.cpp, roofline_amx.cpp). Each returns
-// a value derived from everything it computed so that the compiler cannot drop the work.
+// Inner loops of the roofline probes, one set per ISA (roofline_avx2.cpp, roofline_avx512.cpp, roofline_amx.cpp).
+// Each returns a value derived from everything it computed so that the compiler cannot drop the work.
 #pragma once
 
 #include <cstddef>

@@ -84,7 +84,8 @@ kernels::MatmulRowsFn rows_kernel(KernelType type, bool avx512, bool amx) {
     case KernelType::Q6_Kx8: return avx512 ? kernels::avx512::matmul_kquant_rows : kernels::avx2::matmul_kquant_rows;
     case KernelType::I8:
     case KernelType::I8x8:
-      return amx ? kernels::amx::matmul_i8_rows : avx512 ? kernels::avx512::matmul_i8_rows : kernels::avx2::matmul_i8_rows;
+      if (amx) return kernels::amx::matmul_i8_rows;
+      return avx512 ? kernels::avx512::matmul_i8_rows : kernels::avx2::matmul_i8_rows;
   }
   return nullptr;
 }
