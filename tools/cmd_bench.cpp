@@ -233,6 +233,7 @@ int bench(const BenchOptions& o) {
   if (o.load.int8_threshold > 0.0f) r["int8_threshold"] = o.load.int8_threshold;
   if (bf16) r["bf16_products"] = true;
   r["isa"] = std::string(isa_name(kernel_isa(active_isa())));
+  r["amx_int8_tiles"] = active_isa() >= Isa::Amx;  // INT8 batches on AMX tiles (kernels/matmul_i8_amx.cpp)
   r["cpu"] = cpu_model_name();
   r["bandwidth_gbs"] = bandwidth;
   r["bandwidth_before_gbs"] = bw_before;
