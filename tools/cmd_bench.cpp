@@ -212,7 +212,8 @@ int bench(const BenchOptions& o) {
   // BF16 weights in panels (and F16 ones with --bf16-products) on a CPU with AVX-512 BF16 multiply at the bf16
   // dot-product rate, unless --fp32-activations.
   const ComputePeak compute_peak = compute_peak_of(*model);
-  const bool int8 = compute_peak == ComputePeak::Int8, bf16 = compute_peak == ComputePeak::Bf16;
+  const bool int8 = compute_peak == ComputePeak::Int8 || compute_peak == ComputePeak::Int8Tiles;
+  const bool bf16 = compute_peak == ComputePeak::Bf16;
   const double peak = peaks.best(compute_peak);
   const char* peak_kind = compute_peak_name(compute_peak);
   const double bandwidth_ratio = decode_gbs / bandwidth;
@@ -233,7 +234,7 @@ int bench(const BenchOptions& o) {
   if (o.load.int8_threshold > 0.0f) r["int8_threshold"] = o.load.int8_threshold;
   if (bf16) r["bf16_products"] = true;
   r["isa"] = std::string(isa_name(kernel_isa(active_isa())));
-  r["amx_int8_tiles"] = active_isa() >= Isa::Amx;  // INT8 batches on AMX tiles (kernels/matmul_i8_amx.cpp)
+  r["amx_int8_tiles"] = compute_peak == ComputePeak::Int8Tiles;  // batches on AMX tiles (kernels/matmul_i8_amx.cpp)
   r["cpu"] = cpu_model_name();
   r["bandwidth_gbs"] = bandwidth;
   r["bandwidth_before_gbs"] = bw_before;
@@ -250,6 +251,11 @@ int bench(const BenchOptions& o) {
   r["int8_peak_gops"] = int8_peak;
   r["int8_peak_probes_gops"] = peaks.int8_gops.values;
   r["int8_peak_instruction"] = std::string(int8_peak_instruction());
+  if (has_int8_tile_peak()) {
+    r["int8_tile_peak_gops"] = peaks.int8_tile_gops.best();
+    r["int8_tile_peak_probes_gops"] = peaks.int8_tile_gops.values;
+    r["int8_tile_peak_instruction"] = "tdpbssd (AMX tiles)";
+  }
   r["int8_product_peak_gops"] = int8_product_peak;
   r["int8_product_peak_probes_gops"] = peaks.int8_product_gops.values;
   for (int64_t n : kPrefillLengths) r["prefill_tokens_per_s"][std::to_string(n)] = prefill[n].tokens_per_s;
@@ -260,7 +266,7 @@ int bench(const BenchOptions& o) {
   r["prefill_peak_ratio"] = peak_ratio;
   r["prefill_gops"] = prefill_gops;
   r["prefill_peak_kind"] = peak_kind;
-  r["prefill_product_peak_ratio"] = prefill_gops / (int8 ? int8_product_peak : peak);
+  r["prefill_product_peak_ratio"] = prefill_gops / (compute_peak == ComputePeak::Int8 ? int8_product_peak : peak);
   r["batch16_speedup"] = speedup16;
   r["batch16_speedup_roofline_bound"] = speedup16_bound;
   r["batch16_bound_ratio"] = speedup16 / speedup16_bound;
@@ -289,7 +295,7 @@ int bench(const BenchOptions& o) {
   std::printf("model      %s, %s weights, %s KV cache, %d threads, %s kernels%s\n", name.c_str(),
               std::string(tensor_type_name(type)).c_str(), kv_type_name(o.kv_type), pool.size(),
               std::string(isa_name(kernel_isa(active_isa()))).c_str(),
-              active_isa() >= Isa::Amx ? " (INT8 batches on AMX tiles)" : "");
+              compute_peak == ComputePeak::Int8Tiles ? " (batches on AMX-INT8 tiles)" : "");
   std::printf("cpu        %s\n\n", cpu_model_name().c_str());
   std::printf("%-34s %12s\n", "machine limit (measured now)", "value");
   std::printf("%-34s %9.1f GB/s   (before %.1f, after %.1f; %.0f MiB buffer)\n", "memory read bandwidth",
@@ -302,14 +308,19 @@ int bench(const BenchOptions& o) {
   }
   std::printf("%-34s %9.1f GOP/s  (%s; best of %s)\n", "int8 dot-product peak", int8_peak,
               std::string(int8_peak_instruction()).c_str(), peaks.int8_gops.listed().c_str());
-  std::printf("%-34s %9.1f GOP/s  (the multiply alone: no exact int8 dot product reaches it without VNNI)\n\n",
+  std::printf("%-34s %9.1f GOP/s  (the multiply alone: no exact int8 dot product reaches it without VNNI)\n",
               "int8 byte-product peak", int8_product_peak);
+  if (has_int8_tile_peak()) {
+    std::printf("%-34s %9.1f GOP/s  (tdpbssd, AMX tiles: the limit of the products that take them; best of %s)\n",
+                "int8 tile peak", peaks.int8_tile_gops.best(), peaks.int8_tile_gops.listed().c_str());
+  }
+  std::printf("\n");
   std::printf("%-34s %12s %s\n", "throughput", "tokens/s", "roofline");
   for (int64_t n : kPrefillLengths) {
     const double gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[n].tokens_per_s * 1e-9;
     std::printf("%-34s %12.1f %.1f GOP/s = %.0f%% of %s peak", fmt::format("prefill {} tokens", n).c_str(),
                 prefill[n].tokens_per_s, gops, 100 * gops / peak, peak_kind);
-    if (int8) std::printf(", %.0f%% of byte-product peak", 100 * gops / int8_product_peak);
+    if (compute_peak == ComputePeak::Int8) std::printf(", %.0f%% of byte-product peak", 100 * gops / int8_product_peak);
     std::printf("\n");
   }
   for (int64_t b : kDecodeBatches) {
@@ -331,7 +342,7 @@ int bench(const BenchOptions& o) {
   std::printf("%-34s %9.3f GiB (%.1f%% of tensor bytes)\n\n", "resident weights after warm-up",
               gib(resident_weights), 100 * resident_ratio);
   std::printf("targets: decode >= %.0f%% of bandwidth: %s; ", 100 * bandwidth_target, yes(bandwidth_ratio >= bandwidth_target));
-  if (int8) std::printf("prefill >= 50%% of int8 peak: %s; ", yes(peak_ratio >= 0.5));
+  if (int8) std::printf("prefill >= 50%% of %s peak: %s; ", peak_kind, yes(peak_ratio >= 0.5));
   std::printf("batch-16 >= 5x batch-1: %s; batch-16 >= 60%% of its bound: %s; resident weights <= tensor bytes + 5%%: %s\n",
               yes(speedup16 >= 5.0), yes(speedup16 >= 0.6 * speedup16_bound), yes(resident_ratio <= 1.05));
   return 0;

@@ -139,7 +139,11 @@ bool computes_in_int8(TensorType type) {
 }
 
 ComputePeak compute_peak_of(const Model& model) {
-  if (computes_in_int8(model.weights().layers.at(0).w_gate.type)) return ComputePeak::Int8;
+  const WeightMatrix& w = model.weights().layers.at(0).w_gate;
+  if (w.type == TensorType::I8 && w.layout == WeightLayout::Interleaved8 && w.outlier_threshold == 0.0f &&
+      has_int8_tile_peak())
+    return ComputePeak::Int8Tiles;  // kernels/matmul_i8_amx.cpp
+  if (computes_in_int8(w.type)) return ComputePeak::Int8;
   return model.takes_bf16_products() ? ComputePeak::Bf16 : ComputePeak::Fp32;
 }
 

@@ -84,7 +84,8 @@ uint64_t layer_matmul_elements(const Model& model);
 bool computes_in_int8(TensorType type);
 
 // The compute peak a model's layer matrices run against: int8 where their kernels quantize the activations to
-// int8, bf16 where its BF16 matrices take bf16 products (Model::takes_bf16_products), fp32 FMA otherwise.
+// int8 (the AMX tiles' where batches of them take tiles: interleaved I8 without outliers at Isa::Amx), bf16 where
+// its BF16 matrices take bf16 products (Model::takes_bf16_products), fp32 FMA otherwise.
 ComputePeak compute_peak_of(const Model& model);
 
 }  // namespace tessera

@@ -135,11 +135,15 @@ double measure_bf16_peak_gflops(ThreadPool& pool, int reps) {
   return best_rate_g(pool, reps, 2.0 * 32 * roofline::kBf16Chains, [](int64_t n) { return roofline::bf16_chains(n); });
 }
 
+bool has_int8_tile_peak() { return active_isa() >= Isa::Amx; }
+
+double measure_int8_tile_peak_gops(ThreadPool& pool, int reps) {
+  if (!has_int8_tile_peak()) return 0.0;
+  return best_rate_g(pool, reps, 2.0 * roofline::amx::kTileProducts * roofline::amx::kTileMultiplies,
+                     [](int64_t n) { return roofline::amx::int8_tiles(n); });
+}
+
 double measure_int8_peak_gops(ThreadPool& pool, int reps) {
-  if (active_isa() >= Isa::Amx) {
-    return best_rate_g(pool, reps, 2.0 * roofline::amx::kTileProducts * roofline::amx::kTileMultiplies,
-                       [](int64_t n) { return roofline::amx::int8_tiles(n); });
-  }
   switch (probe_isa()) {
     case Isa::Scalar:
       return best_rate_g(pool, reps, 2.0 * kScalarChains, [](int64_t n) { return int8_chains_scalar(n); });
@@ -168,13 +172,23 @@ std::string ProbeSeries::listed() const {
 }
 
 const char* compute_peak_name(ComputePeak peak) {
-  return peak == ComputePeak::Int8 ? "int8" : peak == ComputePeak::Bf16 ? "bf16" : "fp32";
+  switch (peak) {
+    case ComputePeak::Int8: return "int8";
+    case ComputePeak::Int8Tiles: return "int8 tile";
+    case ComputePeak::Bf16: return "bf16";
+    case ComputePeak::Fp32: return "fp32";
+  }
+  return "fp32";
 }
 
 double PeakProbes::best(ComputePeak peak) const {
-  return peak == ComputePeak::Int8   ? int8_gops.best()
-         : peak == ComputePeak::Bf16 ? bf16_gflops.best()
-                                     : fp32_gflops.best();
+  switch (peak) {
+    case ComputePeak::Int8: return int8_gops.best();
+    case ComputePeak::Int8Tiles: return int8_tile_gops.best();
+    case ComputePeak::Bf16: return bf16_gflops.best();
+    case ComputePeak::Fp32: return fp32_gflops.best();
+  }
+  return fp32_gflops.best();
 }
 
 void PeakProbes::measure(ThreadPool& pool, int reps) {
@@ -182,6 +196,7 @@ void PeakProbes::measure(ThreadPool& pool, int reps) {
   int8_gops.values.push_back(measure_int8_peak_gops(pool, reps));
   int8_product_gops.values.push_back(measure_int8_product_peak_gops(pool, reps));
   if (has_bf16_peak()) bf16_gflops.values.push_back(measure_bf16_peak_gflops(pool, reps));
+  if (has_int8_tile_peak()) int8_tile_gops.values.push_back(measure_int8_tile_peak_gops(pool, reps));
 }
 
 std::string_view fp32_peak_instruction() {
@@ -193,7 +208,6 @@ std::string_view fp32_peak_instruction() {
 }
 
 std::string_view int8_peak_instruction() {
-  if (active_isa() >= Isa::Amx) return "tdpbssd (AMX tiles)";
   switch (probe_isa()) {
     case Isa::Scalar: return "scalar imul";
     case Isa::Avx512Vnni:

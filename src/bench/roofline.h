@@ -37,7 +37,8 @@ class ReadBandwidthProbe {
 };
 
 // Peaks are probed with the widest vectors the kernels at the active ISA level may use: 256-bit on AVX2,
-// 512-bit with AVX-512 (where a core with a full 512-bit datapath doubles the rate).
+// 512-bit with AVX-512 (where a core with a full 512-bit datapath doubles the rate); at Isa::Amx, also the AMX
+// tiles' int8 rate, the limit of the products that take them.
 
 // Peak fp32 multiply-add rate in GFLOP/s (2 flops per lane per FMA), best of `reps` runs of ~20 ms each:
 // independent FMA chains held in registers.
@@ -46,6 +47,11 @@ double measure_fp32_peak_gflops(ThreadPool& pool, int reps);
 // Peak int8 dot-product rate in GOP/s (2 ops per byte product): vpmaddubsw + vpmaddwd on AVX2, 512-bit
 // vpdpbusd with AVX-512 VNNI.
 double measure_int8_peak_gops(ThreadPool& pool, int reps);
+
+// Whether the active level has AMX-INT8 tiles (Isa::Amx), and their peak in GOP/s (tdpbssd on full 16 × 64 tiles,
+// 2 × 2 blocked), the limit of the int8 products that take them (ComputePeak::Int8Tiles); 0 without them.
+bool has_int8_tile_peak();
+double measure_int8_tile_peak_gops(ThreadPool& pool, int reps);
 
 // Whether the active level has bf16 dot products (AVX-512 BF16), and their peak in GFLOP/s (512-bit
 // vdpbf16ps: 2 flops per bf16 product); 0 without them.
@@ -71,14 +77,16 @@ struct ProbeSeries {
   std::string listed() const;
 };
 
-// Which compute peak a workload runs against: int8 dot products, bf16 dot products or fp32 FMA.
-enum class ComputePeak { Int8, Bf16, Fp32 };
-const char* compute_peak_name(ComputePeak peak);  // "int8", "bf16", "fp32"
+// Which compute peak a workload runs against: int8 dot products (vector or AMX tiles), bf16 dot products or fp32
+// FMA.
+enum class ComputePeak { Int8, Int8Tiles, Bf16, Fp32 };
+const char* compute_peak_name(ComputePeak peak);  // "int8", "int8 tile", "bf16", "fp32"
 
 // The compute peaks, probed together each time measure() runs.
 struct PeakProbes {
   ProbeSeries fp32_gflops, int8_gops, int8_product_gops;
-  ProbeSeries bf16_gflops;  // empty without AVX-512 BF16
+  ProbeSeries bf16_gflops;     // empty without AVX-512 BF16
+  ProbeSeries int8_tile_gops;  // empty below Isa::Amx
   void measure(ThreadPool& pool, int reps);
   double best(ComputePeak peak) const;  // the best probe of that peak
 };

@@ -20,6 +20,7 @@ int32_t int8_tiles(int64_t iters) {
   kernels::amx::load_tile_config(cfg);
   alignas(64) int8_t ones[16 * 64];
   for (int8_t& b : ones) b = 1;
+  kernels::amx::tile_memory_fence();
   _tile_loadd(4, ones, 64);
   _tile_loadd(5, ones, 64);
   _tile_loadd(6, ones, 64);
@@ -40,6 +41,7 @@ int32_t int8_tiles(int64_t iters) {
   _tile_stored(2, sums[2], 64);
   _tile_stored(3, sums[3], 64);
   _tile_release();
+  kernels::amx::tile_memory_fence();
   int32_t t = 0;
   for (const auto& tile : sums) t += tile[0] + tile[255];
   return t;

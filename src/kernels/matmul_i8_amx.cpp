@@ -16,9 +16,6 @@
 // padded with zero rows, whose outputs are not stored.
 #include <immintrin.h>
 
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -115,6 +112,7 @@ void tile_steps(const MatmulArgs& a, const int8_t* acts, int64_t j0, int64_t gro
   const int8_t* x = acts + j0 * steps * kTileBytes;
   const uint8_t* w[NG];
   for (int g = 0; g < NG; ++g) w[g] = a.w + (group + g) * kGroupRows * a.row_bytes;
+  tile_memory_fence();  // the last epilogue's reads of `sums` before these tiles store to it again
   if (s0 == 0) {
     _tile_zero(0);
     if constexpr (NG == 2) _tile_zero(1);
