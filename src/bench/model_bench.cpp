@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/matmul.h"
+
 namespace tessera {
 namespace {
 
@@ -140,9 +142,7 @@ bool computes_in_int8(TensorType type) {
 
 ComputePeak compute_peak_of(const Model& model) {
   const WeightMatrix& w = model.weights().layers.at(0).w_gate;
-  if (w.type == TensorType::I8 && w.layout == WeightLayout::Interleaved8 && w.outlier_threshold == 0.0f &&
-      has_int8_tile_peak())
-    return ComputePeak::Int8Tiles;  // kernels/matmul_i8_amx.cpp
+  if (takes_amx_int8_tiles(w, active_isa())) return ComputePeak::Int8Tiles;
   if (computes_in_int8(w.type)) return ComputePeak::Int8;
   return model.takes_bf16_products() ? ComputePeak::Bf16 : ComputePeak::Fp32;
 }

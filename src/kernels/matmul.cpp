@@ -102,6 +102,12 @@ int64_t row_unit(WeightLayout layout) {
 
 }  // namespace
 
+bool takes_amx_int8_tiles(const WeightMatrix& w, Isa isa) {
+  return std::min(isa, detected_isa()) >= Isa::Amx && w.type == TensorType::I8 &&
+         w.layout == WeightLayout::Interleaved8 && w.outlier_threshold == 0.0f &&
+         w.n_in % kernels::amx::kStepValues == 0;
+}
+
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   if (is_lowbit_type(w.type)) return matmul_lowbit_reference(w, x, n_tokens, y, pool);  // FP8, INT4
   pool.parallel_for(w.n_out, [&](int64_t begin, int64_t end) {
@@ -301,7 +307,6 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
   }
 
   const bool avx512 = level == Isa::Avx512Vnni;
-  const bool amx = avx512 && capped >= Isa::Amx;
   const kernels::QuantizeActsFn quant_fn = avx512 ? kernels::avx512::quantize_acts : kernels::avx2::quantize_acts;
   const int64_t n_in = targets[0].w->n_in;
   kernels::QuantizedActs xq[kMaxActFormats];
@@ -330,7 +335,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
     TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8 && type != KernelType::FP8x32) ||
                   w.row_scales != nullptr);
-    rows_fn[j] = kind == ActKind::Bf16 ? kernels::avx512::matmul_bf16_products_rows : rows_kernel(type, avx512, amx);
+    rows_fn[j] = kind == ActKind::Bf16 ? kernels::avx512::matmul_bf16_products_rows : rows_kernel(type, avx512, takes_amx_int8_tiles(w, capped));
     kernels::MatmulArgs& a = args[j];
     a.type = type;
     a.n_in = n_in;

@@ -35,6 +35,11 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
 void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
                          Isa isa);
 
+// Whether products with w at `isa` (capped to the CPU's level) take the AMX-INT8 tiles for batches of 12 tokens or
+// more (kernels/matmul_i8_amx.cpp): interleaved I8, never with LLM.int8() outliers, rows of whole 64-value steps,
+// at Isa::Amx. Smaller batches, and every other matrix, take the AVX-512 kernels.
+bool takes_amx_int8_tiles(const WeightMatrix& w, Isa isa);
+
 // Definition of the result: dequantize each weight row, sequential fp32 dot product per token.
 // This is what Isa::Scalar runs.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);

@@ -28,7 +28,7 @@ namespace tessera::kernels::amx {
 namespace {
 
 constexpr int kTileTokens = 16;   // rows of an A tile: tokens
-constexpr int kStepValues = 64;   // bytes of an A row: activations per multiply
+constexpr int kStepValues = amx::kStepValues;  // bytes of an A row: activations per multiply
 constexpr int kGroupRows = 8;     // I8x8's group: the columns of a B tile
 constexpr int kGroupStepBytes = kStepValues * kGroupRows;  // a group's 64 values of 8 rows: one B tile
 
@@ -195,11 +195,8 @@ void tile_range(const MatmulArgs& a, const int8_t* acts, int64_t j0, int64_t j1,
 // few hundred KiB) they stay in the 2 MiB L2 while every group of the chunk takes them.
 constexpr int64_t kActBytesPerPass = 768 * 1024;
 
-// I8x8 (never with LLM.int8() outliers: those matrices keep their rows) in whole 64-value steps.
-bool takes_i8_tiles(const MatmulArgs& a) {
-  return a.type == KernelType::I8x8 && a.n_tokens >= kMinTokens && a.n_in % kStepValues == 0 &&
-         a.xq.outlier_count == nullptr;
-}
+// matmul.cpp sends here only the matrices takes_amx_int8_tiles accepts (I8x8 in whole steps, no outliers).
+bool takes_i8_tiles(const MatmulArgs& a) { return a.n_tokens >= kMinTokens; }
 
 }  // namespace
 

@@ -121,9 +121,11 @@ void round_to_bf16(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_beg
 void round_f16_to_bf16(uint8_t* data, size_t n);  // interleave.h's, on zmm
 }  // namespace avx512
 
-// Isa::Amx (matmul_i8_amx.cpp): I8x8 products of 12 tokens or more on AMX-INT8 tiles, n_in a multiple of 64;
-// every other I8 product goes on to avx512::matmul_i8_rows.
+// Isa::Amx (matmul_i8_amx.cpp), for the matrices takes_amx_int8_tiles (kernels/matmul.h) accepts: products of 12
+// tokens or more on AMX-INT8 tiles; fewer tokens go on to avx512::matmul_i8_rows.
 namespace amx {
+// Values per tile multiply: the rows of a matrix that takes the tiles are whole steps (takes_amx_int8_tiles).
+constexpr int64_t kStepValues = 64;
 void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace amx
 
