@@ -210,10 +210,10 @@ int bench(const BenchOptions& o) {
   const double decode_gbs = double(weight_bytes) * decode[1].tokens_per_s * 1e-9;
   const double prefill_gops = 2.0 * double(layer_matmul_elements(*model)) * prefill[512].tokens_per_s * 1e-9;
   // BF16 weights in panels (and F16 ones with --bf16-products) on a CPU with AVX-512 BF16 multiply at the bf16
-  // dot-product rate, unless --fp32-activations.
+  // dot-product rate (at the AMX level the AMX-BF16 tiles'), unless --fp32-activations.
   const ComputePeak compute_peak = compute_peak_of(*model);
   const bool int8 = compute_peak == ComputePeak::Int8 || compute_peak == ComputePeak::Int8Tiles;
-  const bool bf16 = compute_peak == ComputePeak::Bf16;
+  const bool bf16 = compute_peak == ComputePeak::Bf16 || compute_peak == ComputePeak::Bf16Tiles;
   const double peak = peaks.best(compute_peak);
   const char* peak_kind = compute_peak_name(compute_peak);
   const double bandwidth_ratio = decode_gbs / bandwidth;
@@ -235,6 +235,7 @@ int bench(const BenchOptions& o) {
   if (bf16) r["bf16_products"] = true;
   r["isa"] = std::string(isa_name(kernel_isa(active_isa())));
   r["amx_int8_tiles"] = compute_peak == ComputePeak::Int8Tiles;  // batches on AMX tiles (kernels/matmul_i8_amx.cpp)
+  r["amx_bf16_tiles"] = compute_peak == ComputePeak::Bf16Tiles;  // every product on them (matmul_bf16_amx.cpp)
   r["cpu"] = cpu_model_name();
   r["bandwidth_gbs"] = bandwidth;
   r["bandwidth_before_gbs"] = bw_before;
@@ -255,6 +256,11 @@ int bench(const BenchOptions& o) {
     r["int8_tile_peak_gops"] = peaks.int8_tile_gops.best();
     r["int8_tile_peak_probes_gops"] = peaks.int8_tile_gops.values;
     r["int8_tile_peak_instruction"] = "tdpbssd (AMX tiles)";
+  }
+  if (has_bf16_tile_peak()) {
+    r["bf16_tile_peak_gflops"] = peaks.bf16_tile_gflops.best();
+    r["bf16_tile_peak_probes_gflops"] = peaks.bf16_tile_gflops.values;
+    r["bf16_tile_peak_instruction"] = "tdpbf16ps (AMX tiles)";
   }
   r["int8_product_peak_gops"] = int8_product_peak;
   r["int8_product_peak_probes_gops"] = peaks.int8_product_gops.values;
@@ -295,7 +301,9 @@ int bench(const BenchOptions& o) {
   std::printf("model      %s, %s weights, %s KV cache, %d threads, %s kernels%s\n", name.c_str(),
               std::string(tensor_type_name(type)).c_str(), kv_type_name(o.kv_type), pool.size(),
               std::string(isa_name(kernel_isa(active_isa()))).c_str(),
-              compute_peak == ComputePeak::Int8Tiles ? " (batches on AMX-INT8 tiles)" : "");
+              compute_peak == ComputePeak::Int8Tiles   ? " (batches on AMX-INT8 tiles)"
+              : compute_peak == ComputePeak::Bf16Tiles ? " (bf16 products on AMX-BF16 tiles)"
+                                                       : "");
   std::printf("cpu        %s\n\n", cpu_model_name().c_str());
   std::printf("%-34s %12s\n", "machine limit (measured now)", "value");
   std::printf("%-34s %9.1f GB/s   (before %.1f, after %.1f; %.0f MiB buffer)\n", "memory read bandwidth",
@@ -313,6 +321,10 @@ int bench(const BenchOptions& o) {
   if (has_int8_tile_peak()) {
     std::printf("%-34s %9.1f GOP/s  (tdpbssd, AMX tiles: the limit of the products that take them; best of %s)\n",
                 "int8 tile peak", peaks.int8_tile_gops.best(), peaks.int8_tile_gops.listed().c_str());
+  }
+  if (has_bf16_tile_peak()) {
+    std::printf("%-34s %9.1f GFLOP/s (tdpbf16ps, AMX tiles: the limit of the products that take them; best of %s)\n",
+                "bf16 tile peak", peaks.bf16_tile_gflops.best(), peaks.bf16_tile_gflops.listed().c_str());
   }
   std::printf("\n");
   std::printf("%-34s %12s %s\n", "throughput", "tokens/s", "roofline");

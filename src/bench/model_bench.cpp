@@ -143,6 +143,7 @@ bool computes_in_int8(TensorType type) {
 ComputePeak compute_peak_of(const Model& model) {
   const WeightMatrix& w = model.weights().layers.at(0).w_gate;
   if (takes_amx_int8_tiles(w, active_isa())) return ComputePeak::Int8Tiles;
+  if (takes_amx_bf16_tiles(w, active_isa())) return ComputePeak::Bf16Tiles;
   if (computes_in_int8(w.type)) return ComputePeak::Int8;
   return model.takes_bf16_products() ? ComputePeak::Bf16 : ComputePeak::Fp32;
 }

@@ -143,6 +143,14 @@ double measure_int8_tile_peak_gops(ThreadPool& pool, int reps) {
                      [](int64_t n) { return roofline::amx::int8_tiles(n); });
 }
 
+bool has_bf16_tile_peak() { return active_isa() >= Isa::Amx; }
+
+double measure_bf16_tile_peak_gflops(ThreadPool& pool, int reps) {
+  if (!has_bf16_tile_peak()) return 0.0;
+  return best_rate_g(pool, reps, 2.0 * roofline::amx::kBf16TileProducts * roofline::amx::kTileMultiplies,
+                     [](int64_t n) { return roofline::amx::bf16_tiles(n); });
+}
+
 double measure_int8_peak_gops(ThreadPool& pool, int reps) {
   switch (probe_isa()) {
     case Isa::Scalar:
@@ -176,6 +184,7 @@ const char* compute_peak_name(ComputePeak peak) {
     case ComputePeak::Int8: return "int8";
     case ComputePeak::Int8Tiles: return "int8 tile";
     case ComputePeak::Bf16: return "bf16";
+    case ComputePeak::Bf16Tiles: return "bf16 tile";
     case ComputePeak::Fp32: return "fp32";
   }
   return "fp32";
@@ -186,6 +195,7 @@ double PeakProbes::best(ComputePeak peak) const {
     case ComputePeak::Int8: return int8_gops.best();
     case ComputePeak::Int8Tiles: return int8_tile_gops.best();
     case ComputePeak::Bf16: return bf16_gflops.best();
+    case ComputePeak::Bf16Tiles: return bf16_tile_gflops.best();
     case ComputePeak::Fp32: return fp32_gflops.best();
   }
   return fp32_gflops.best();
@@ -197,6 +207,7 @@ void PeakProbes::measure(ThreadPool& pool, int reps) {
   int8_product_gops.values.push_back(measure_int8_product_peak_gops(pool, reps));
   if (has_bf16_peak()) bf16_gflops.values.push_back(measure_bf16_peak_gflops(pool, reps));
   if (has_int8_tile_peak()) int8_tile_gops.values.push_back(measure_int8_tile_peak_gops(pool, reps));
+  if (has_bf16_tile_peak()) bf16_tile_gflops.values.push_back(measure_bf16_tile_peak_gflops(pool, reps));
 }
 
 std::string_view fp32_peak_instruction() {

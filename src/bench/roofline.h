@@ -52,6 +52,10 @@ double measure_int8_peak_gops(ThreadPool& pool, int reps);
 // 2 × 2 blocked), the limit of the int8 products that take them (ComputePeak::Int8Tiles); 0 without them.
 bool has_int8_tile_peak();
 double measure_int8_tile_peak_gops(ThreadPool& pool, int reps);
+// The same for the AMX-BF16 tiles in GFLOP/s (tdpbf16ps, 16 × 16 × 32 products each), the limit of the bf16
+// products that take them (ComputePeak::Bf16Tiles).
+bool has_bf16_tile_peak();
+double measure_bf16_tile_peak_gflops(ThreadPool& pool, int reps);
 
 // Whether the active level has bf16 dot products (AVX-512 BF16), and their peak in GFLOP/s (512-bit
 // vdpbf16ps: 2 flops per bf16 product); 0 without them.
@@ -77,16 +81,17 @@ struct ProbeSeries {
   std::string listed() const;
 };
 
-// Which compute peak a workload runs against: int8 dot products (vector or AMX tiles), bf16 dot products or fp32
-// FMA.
-enum class ComputePeak { Int8, Int8Tiles, Bf16, Fp32 };
-const char* compute_peak_name(ComputePeak peak);  // "int8", "int8 tile", "bf16", "fp32"
+// Which compute peak a workload runs against: int8 dot products (vector or AMX tiles), bf16 dot products (vector
+// or AMX tiles) or fp32 FMA.
+enum class ComputePeak { Int8, Int8Tiles, Bf16, Bf16Tiles, Fp32 };
+const char* compute_peak_name(ComputePeak peak);  // "int8", "int8 tile", "bf16", "bf16 tile", "fp32"
 
 // The compute peaks, probed together each time measure() runs.
 struct PeakProbes {
   ProbeSeries fp32_gflops, int8_gops, int8_product_gops;
   ProbeSeries bf16_gflops;     // empty without AVX-512 BF16
-  ProbeSeries int8_tile_gops;  // empty below Isa::Amx
+  ProbeSeries int8_tile_gops;    // empty below Isa::Amx
+  ProbeSeries bf16_tile_gflops;  // empty below Isa::Amx
   void measure(ThreadPool& pool, int reps);
   double best(ComputePeak peak) const;  // the best probe of that peak
 };

@@ -33,6 +33,9 @@ namespace amx {
 inline constexpr int kTileProducts = 16 * 16 * 64;
 inline constexpr int kTileMultiplies = 4;
 int32_t int8_tiles(int64_t iters);
+// The same with tdpbf16ps (16 × 16 × 32 bf16 products each).
+inline constexpr int kBf16TileProducts = 16 * 16 * 32;
+float bf16_tiles(int64_t iters);
 }  // namespace amx
 
 }  // namespace tessera::roofline

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/weight_types.h"
 #include "kernels/int8_outliers.h"
+#include "kernels/bf16_tile_layout.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
 #include "kernels/matmul_kernels.h"
@@ -108,6 +109,11 @@ bool takes_amx_int8_tiles(const WeightMatrix& w, Isa isa) {
          w.n_in % kernels::amx::kStepValues == 0;
 }
 
+bool takes_amx_bf16_tiles(const WeightMatrix& w, Isa isa) {
+  return std::min(isa, detected_isa()) >= Isa::Amx && w.type == TensorType::BF16 &&
+         w.layout == WeightLayout::Panel32 && w.bf16_products;
+}
+
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   if (is_lowbit_type(w.type)) return matmul_lowbit_reference(w, x, n_tokens, y, pool);  // FP8, INT4
   pool.parallel_for(w.n_out, [&](int64_t begin, int64_t end) {
@@ -168,13 +174,15 @@ void prepare_tokens(int64_t n_tokens, int64_t n_in, ThreadPool& pool, F&& prepar
   }
 }
 
-// x rounded to bf16 pairs (MatmulArgs::x_bf16) into this thread's scratch.
-const uint32_t* round_shared_bf16(const float* x, int64_t n_in, int64_t n_tokens, ThreadPool& pool) {
+// x rounded to bf16 pairs (MatmulArgs::x_bf16) into this thread's scratch, in the layout of the AMX tiles
+// (`amx_tiles`) or of the AVX-512 BF16 ones.
+const uint32_t* round_shared_bf16(const float* x, int64_t n_in, int64_t n_tokens, bool amx_tiles, ThreadPool& pool) {
   thread_local std::vector<uint32_t> pairs;
-  uint32_t* out = grow(pairs, static_cast<size_t>(n_tokens * ((n_in + 1) / 2)));
-  prepare_tokens(n_tokens, n_in, pool, [&](int64_t begin, int64_t end) {
-    kernels::avx512::round_to_bf16(x, n_in, n_tokens, begin, end, out);
-  });
+  const size_t words = amx_tiles ? kernels::Bf16Tiles(n_in, n_tokens).words()
+                                 : static_cast<size_t>(n_tokens * ((n_in + 1) / 2));
+  uint32_t* out = grow(pairs, words);
+  const auto round = amx_tiles ? kernels::avx512::round_to_bf16_tiles : kernels::avx512::round_to_bf16;
+  prepare_tokens(n_tokens, n_in, pool, [&](int64_t begin, int64_t end) { round(x, n_in, n_tokens, begin, end, out); });
   return out;
 }
 
@@ -314,7 +322,9 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     xq[f] = quantize_shared(formats[f], f, x, n_in, n_tokens, targets[0].w->outlier_threshold, quant_fn, pool);
   }
   const ActKind kind = formats[0];  // the only one unless both are quantized
-  const uint32_t* x_bf16 = kind == ActKind::Bf16 ? round_shared_bf16(x, n_in, n_tokens, pool) : nullptr;
+  // BF16 products take the AMX tiles at every token count where the level has them (matmul_bf16_amx.cpp).
+  const bool bf16_tiles = kind == ActKind::Bf16 && takes_amx_bf16_tiles(*targets[0].w, capped);
+  const uint32_t* x_bf16 = kind == ActKind::Bf16 ? round_shared_bf16(x, n_in, n_tokens, bf16_tiles, pool) : nullptr;
   bool float_panels = false;
   for (const MatmulTarget& t : targets) float_panels = float_panels || t.w->layout == WeightLayout::Panel32;
   const float* x_packed = kind == ActKind::Float && float_panels && n_tokens > kernels::kPanelDirectTokens
@@ -335,7 +345,9 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     TESSERA_CHECK(w.n_in % traits(w.type).block_elements == 0);
     TESSERA_CHECK((type != KernelType::I8 && type != KernelType::I8x8 && type != KernelType::FP8x32) ||
                   w.row_scales != nullptr);
-    rows_fn[j] = kind == ActKind::Bf16 ? kernels::avx512::matmul_bf16_products_rows : rows_kernel(type, avx512, takes_amx_int8_tiles(w, capped));
+    rows_fn[j] = kind != ActKind::Bf16 ? rows_kernel(type, avx512, takes_amx_int8_tiles(w, capped))
+                 : bf16_tiles          ? kernels::amx::matmul_bf16_products_rows
+                                       : kernels::avx512::matmul_bf16_products_rows;
     kernels::MatmulArgs& a = args[j];
     a.type = type;
     a.n_in = n_in;

@@ -40,6 +40,10 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
 // at Isa::Amx. Smaller batches, and every other matrix, take the AVX-512 kernels.
 bool takes_amx_int8_tiles(const WeightMatrix& w, Isa isa);
 
+// Whether products with w at `isa` (capped to the CPU's level) take the AMX-BF16 tiles, at every token count
+// (kernels/matmul_bf16_amx.cpp): BF16 panels with bf16 products (WeightMatrix::bf16_products) at Isa::Amx.
+bool takes_amx_bf16_tiles(const WeightMatrix& w, Isa isa);
+
 // Definition of the result: dequantize each weight row, sequential fp32 dot product per token.
 // This is what Isa::Scalar runs.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);

@@ -26,6 +26,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "kernels/bf16_pair_lanes_zmm_inl.h"
+#include "kernels/bf16_tile_layout.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_ymm_inl.h"
 #include "kernels/matmul_zmm_inl.h"
@@ -71,20 +73,6 @@ TESSERA_INLINE inline void load_last(const uint8_t* p, __m512i& lo, __m512i& hi)
   const __m512i a = _mm512_loadu_si512(p), zero = _mm512_setzero_si512();
   lo = _mm512_unpacklo_epi16(a, zero);
   hi = _mm512_unpackhi_epi16(a, zero);
-}
-
-// Rows 0-15 and 16-31 of a panel from the sums in pair-lane order, and back.
-TESSERA_INLINE inline void to_rows(__m512 lo, __m512 hi, __m512& rows0, __m512& rows1) {
-  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-  rows0 = _mm512_permutex2var_ps(lo, first, hi);
-  rows1 = _mm512_permutex2var_ps(lo, second, hi);
-}
-TESSERA_INLINE inline void from_rows(__m512 rows0, __m512 rows1, __m512& lo, __m512& hi) {
-  const __m512i low = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
-  const __m512i high = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-  lo = _mm512_permutex2var_ps(rows0, low, rows1);
-  hi = _mm512_permutex2var_ps(rows0, high, rows1);
 }
 
 // The panel of rows [r0, r0 + 32) times NT tokens from t0 over the pairs [p0, p0 + n_p). Token t's pair p is
@@ -279,6 +267,21 @@ void round_to_bf16(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_beg
       const __m512 last = _mm512_maskz_loadu_ps(__mmask16((1u << (n_in - i)) - 1), row + i);
       _mm256_mask_storeu_epi16(o + i, __mmask16((1u << (stride - i)) - 1), round_16(last));
     }
+  }
+}
+
+void round_to_bf16_tiles(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end,
+                         uint32_t* pairs) {
+  const Bf16Tiles tiles(n_in, n_tokens);
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    for (int64_t s = 0; s < tiles.steps; ++s) {
+      const int64_t k = s * 2 * Bf16Tiles::kStepPairs;
+      _mm512_storeu_si512(pairs + tiles.row_at(t, s), round_pairs(x + t * n_in + k, n_in - k));
+    }
+  }
+  if (t_end < n_tokens) return;
+  for (int64_t t = n_tokens; t < tiles.padded_tokens(); ++t) {  // the last tile's rows past the batch
+    for (int64_t s = 0; s < tiles.steps; ++s) _mm512_storeu_si512(pairs + tiles.row_at(t, s), _mm512_setzero_si512());
   }
 }
 

@@ -68,7 +68,8 @@ struct MatmulArgs {
   const float* x = nullptr;           // [n_tokens, n_in] fp32, float weight types
   // BF16 products only (WeightMatrix::bf16_products): x rounded to bf16, n_tokens × (n_in + 1) / 2 pairs, word
   // p holding x[2p] in its low half and x[2p + 1] (zero past an odd n_in) in its high half; up to
-  // kPanelDirectTokens tokens row by row, more in the packed tiles' order (tile_order.h).
+  // kPanelDirectTokens tokens row by row, more in the packed tiles' order (tile_order.h); at Isa::Amx, in the
+  // AMX tiles' layout (bf16_tile_layout.h).
   const uint32_t* x_bf16 = nullptr;
   // Float panels (matmul_panel_inl.h) with more than kPanelDirectTokens tokens: x in the packed tiles' order
   // (tile_order.h), written once per call by pack_panel_acts of the kernels' ISA level.
@@ -119,14 +120,20 @@ void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_
 void round_to_bf16(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end,
                    uint32_t* pairs);
 void round_f16_to_bf16(uint8_t* data, size_t n);  // interleave.h's, on zmm
+// The same activations in the AMX-BF16 tiles' layout (bf16_tile_layout.h), for amx::matmul_bf16_products_rows.
+void round_to_bf16_tiles(const float* x, int64_t n_in, int64_t n_tokens, int64_t t_begin, int64_t t_end,
+                         uint32_t* pairs);
 }  // namespace avx512
 
-// Isa::Amx (matmul_i8_amx.cpp), for the matrices takes_amx_int8_tiles (kernels/matmul.h) accepts: products of 12
-// tokens or more on AMX-INT8 tiles; fewer tokens go on to avx512::matmul_i8_rows.
+// Isa::Amx. matmul_i8_amx.cpp: for the matrices takes_amx_int8_tiles (kernels/matmul.h) accepts, products of 12
+// tokens or more on AMX-INT8 tiles; fewer tokens go on to avx512::matmul_i8_rows. matmul_bf16_amx.cpp: BF16x32
+// matrices with bf16 products, every token count on AMX-BF16 tiles, the activations in MatmulArgs::x_bf16 in
+// bf16_tile_layout.h's layout (avx512::round_to_bf16_tiles).
 namespace amx {
 // Values per tile multiply: the rows of a matrix that takes the tiles are whole steps (takes_amx_int8_tiles).
 constexpr int64_t kStepValues = 64;
 void matmul_i8_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_bf16_products_rows(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 }  // namespace amx
 
 }  // namespace tessera::kernels

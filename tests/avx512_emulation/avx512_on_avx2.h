@@ -306,6 +306,8 @@ inline float mm512_reduce_max_ps(simde__m512 a) {
 #define _mm512_div_ps simde_mm512_div_ps
 #undef _mm512_loadu_si512
 #define _mm512_loadu_si512 simde_mm512_loadu_si512
+#undef _mm512_storeu_si512
+#define _mm512_storeu_si512 simde_mm512_storeu_si512
 #undef _mm512_unpackhi_epi16
 #define _mm512_unpackhi_epi16 simde_mm512_unpackhi_epi16
 #undef _mm512_unpacklo_epi16

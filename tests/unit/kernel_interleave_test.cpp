@@ -473,42 +473,50 @@ TEST(InterleavePanels, TokenBlocksAndVectorWidthsGiveTheSameBits) {
   }
 }
 
-// BF16 panels with bf16 products (WeightMatrix::bf16_products), at the levels with AVX-512 BF16: each element
-// within fp32 rounding of the stored weights times the activations rounded to bf16 (and not of the unrounded
-// activations, which the fp32 path multiplies), and bit-identical alone or in any batch or thread split, for an
-// even n_in, odd ones (the last k paired with zero) and one longer than a chunk of pairs (2048 pairs, or a whole
-// row up to 2560), over more tokens than a block (180: a block of 10 follows, with one narrower tile).
+// BF16 panels with bf16 products (WeightMatrix::bf16_products), at the levels with AVX-512 BF16 (vdpbf16ps) or
+// AMX (tiles): each element within fp32 rounding of the stored weights times the activations rounded to bf16
+// (and not of the unrounded activations, which the fp32 path multiplies), and bit-identical alone or in any batch
+// or thread split, for an even n_in, odd ones (the last k paired with zero, and at the AMX level a step padded
+// with zero pairs) and one longer than a chunk of pairs (2048 pairs, or a whole row up to 2560), over more
+// tokens than a block (180: a block of 10 follows, with one narrower tile) and than the AMX tiles' pass (5125
+// values: 64 tokens a pass, the last tile 14 tokens). A batch of fewer than 16 tokens takes AMX tiles of that
+// many rows.
 TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
   if (detected_isa() < Isa::Avx512Bf16) GTEST_SKIP() << "no AVX-512 BF16";
-  for (const int64_t n_in : {96, 101, 1030, 5125}) {
-    const int64_t n_out = 3 * kPanelRows, n_tokens = 190;
-    Interleaved m = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(40 + n_in));
-    m.view.bf16_products = true;
-    const auto x = random_floats(size_t(n_tokens * n_in), 41);
-    const std::vector<float> alone = outputs_alone(m, x, n_tokens, Isa::Avx512Bf16);
-    expect_batch_equals_alone(m, x, n_tokens, alone, Isa::Avx512Bf16);
-    ThreadPool pool(2);
-    for (const int64_t batch : {2, 3, 4, 5, 13}) {  // the direct tiles (2-4 tokens) and the packed one's remainders
-      std::vector<float> y(size_t(batch * n_out));
-      matmul(m.view, x.data(), batch, y.data(), pool, Isa::Avx512Bf16);
-      EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size())) << "n_in " << n_in << ", " << batch;
-    }
-    int64_t far_from_fp32 = 0;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t o = 0; o < n_out; ++o) {
-        double rounded = 0, exact = 0, magnitude = 0;
-        for (int64_t i = 0; i < n_in; ++i) {
-          const double w = m.rows.dequantized[o * n_in + i], xi = x[t * n_in + i];
-          rounded += w * bf16_to_fp32(fp32_to_bf16(x[t * n_in + i]));
-          exact += w * xi;
-          magnitude += std::abs(w * xi);
-        }
-        const double bound = 1e-6 * magnitude;
-        ASSERT_NEAR(alone[t * n_out + o], rounded, bound) << "n_in " << n_in << ", token " << t << ", row " << o;
-        far_from_fp32 += std::abs(alone[t * n_out + o] - exact) > bound;
+  for (const Isa isa : {Isa::Avx512Bf16, Isa::Amx}) {
+    if (isa > detected_isa()) continue;
+    SCOPED_TRACE(isa_name(isa));
+    for (const int64_t n_in : {96, 101, 1030, 5125}) {
+      const int64_t n_out = 3 * kPanelRows, n_tokens = 190;
+      Interleaved m = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(40 + n_in));
+      m.view.bf16_products = true;
+      const auto x = random_floats(size_t(n_tokens * n_in), 41);
+      const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa);
+      expect_batch_equals_alone(m, x, n_tokens, alone, isa);
+      ThreadPool pool(2);
+      // The direct tiles (2-4 tokens), the packed one's remainders, and AMX tiles of 2-15 rows, one of 16, and 17.
+      for (const int64_t batch : {2, 3, 4, 5, 13, 16, 17}) {
+        std::vector<float> y(size_t(batch * n_out));
+        matmul(m.view, x.data(), batch, y.data(), pool, isa);
+        EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size())) << "n_in " << n_in << ", " << batch;
       }
+      int64_t far_from_fp32 = 0;
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t o = 0; o < n_out; ++o) {
+          double rounded = 0, exact = 0, magnitude = 0;
+          for (int64_t i = 0; i < n_in; ++i) {
+            const double w = m.rows.dequantized[o * n_in + i], xi = x[t * n_in + i];
+            rounded += w * bf16_to_fp32(fp32_to_bf16(x[t * n_in + i]));
+            exact += w * xi;
+            magnitude += std::abs(w * xi);
+          }
+          const double bound = 1e-6 * magnitude;
+          ASSERT_NEAR(alone[t * n_out + o], rounded, bound) << "n_in " << n_in << ", token " << t << ", row " << o;
+          far_from_fp32 += std::abs(alone[t * n_out + o] - exact) > bound;
+        }
+      }
+      EXPECT_GT(far_from_fp32, n_tokens * n_out / 2) << "n_in " << n_in << ": the activations were not rounded";
     }
-    EXPECT_GT(far_from_fp32, n_tokens * n_out / 2) << "n_in " << n_in << ": the activations were not rounded";
   }
 }
 

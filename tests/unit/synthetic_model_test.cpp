@@ -276,8 +276,8 @@ TEST(SyntheticModel, BlockTypesInterleavedInPrivatePagesOnly) {
 }
 
 // Bf16Products: where the kernels run with AVX-512 BF16, BF16 matrices (in panels here) take bf16 products by
-// default, and with --bf16-products F16 ones too, rounded to BF16 in private pages (a tied embedding with them);
-// the logits stay near the exact fp32 path's (--fp32-activations). Elsewhere no option changes a bit. The file is
+// default (on AMX-BF16 tiles at the amx level), and with --bf16-products F16 ones too, rounded to BF16 in private
+// pages (a tied embedding with them); the logits stay near the exact fp32 path's (--fp32-activations). Elsewhere no option changes a bit. The file is
 // unchanged either way.
 TEST(SyntheticModel, Bf16ProductsTakeBf16PanelsByDefaultAndF16OnRequest) {
   for (const TensorType type : {TensorType::BF16, TensorType::F16}) {
@@ -300,6 +300,8 @@ TEST(SyntheticModel, Bf16ProductsTakeBf16PanelsByDefaultAndF16OnRequest) {
         EXPECT_EQ(fast->n_bf16_product_matrices(), n_linear);
         EXPECT_EQ(fast->weights().layers[0].wq.type, TensorType::BF16);
         EXPECT_EQ(fast->weights().token_embd.type, tiny.p.tied_output ? TensorType::BF16 : type);
+        // The bench measures them against the peak of what computes them: AMX-BF16 tiles or vdpbf16ps.
+        EXPECT_EQ(compute_peak_of(*fast), active_isa() >= Isa::Amx ? ComputePeak::Bf16Tiles : ComputePeak::Bf16);
         ASSERT_EQ(a.size(), b.size());
         const float scale = max_abs(a);
         for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-2f * scale) << i;
@@ -395,10 +397,12 @@ TEST(SyntheticModel, RooflineProbesMeasureSomething) {
   EXPECT_GT(measure_int8_peak_gops(test_pool(), 1), 0.1);
   EXPECT_GT(measure_int8_product_peak_gops(test_pool(), 1), 0.1);
   EXPECT_FALSE(int8_peak_instruction().empty());
-  // AMX tiles have their own int8 peak, probed where the level has them.
+  // AMX tiles have their own int8 and bf16 peaks, probed where the level has them.
   EXPECT_EQ(has_int8_tile_peak(), active_isa() >= Isa::Amx);
+  EXPECT_EQ(has_bf16_tile_peak(), active_isa() >= Isa::Amx);
   if (has_int8_tile_peak()) {
     EXPECT_GT(measure_int8_tile_peak_gops(test_pool(), 1), 0.1);
+    EXPECT_GT(measure_bf16_tile_peak_gflops(test_pool(), 1), 0.1);
   }
   const ProcessMemory m = read_process_memory();
   EXPECT_GT(m.rss, 0u);
@@ -436,7 +440,9 @@ TEST(SyntheticModel, CommandLine) {
   EXPECT_EQ(j["type"], "Q4_0");
   EXPECT_EQ(j["threads"], 2);
   EXPECT_FALSE(j["amx_int8_tiles"].get<bool>());  // Q4_0 products never take the AMX tiles
+  EXPECT_FALSE(j["amx_bf16_tiles"].get<bool>());
   EXPECT_EQ(j.contains("int8_tile_peak_gops"), has_int8_tile_peak());
+  EXPECT_EQ(j.contains("bf16_tile_peak_gflops"), has_bf16_tile_peak());
   for (const char* key : {"bandwidth_gbs", "bandwidth_before_gbs", "bandwidth_after_gbs", "fp32_peak_gflops",
                           "int8_peak_gops", "int8_product_peak_gops", "decode_bandwidth_ratio", "prefill_peak_ratio",
                           "prefill_product_peak_ratio", "batch16_speedup"}) {
