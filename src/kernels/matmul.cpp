@@ -3,6 +3,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "core/check.h"
@@ -180,7 +181,12 @@ const uint32_t* round_shared_bf16(const float* x, int64_t n_in, int64_t n_tokens
   thread_local std::vector<uint32_t> pairs;
   const size_t words = amx_tiles ? kernels::Bf16Tiles(n_in, n_tokens).words()
                                  : static_cast<size_t>(n_tokens * ((n_in + 1) / 2));
-  uint32_t* out = grow(pairs, words);
+  // From a cache line's start: an AMX A tile (1 KiB) is then 16 lines, not 17, and threads rounding the tokens of
+  // neighbouring rows share no line but where their rows do.
+  constexpr size_t kLineWords = 64 / sizeof(uint32_t);
+  void* start = grow(pairs, words + kLineWords - 1);
+  size_t space = (words + kLineWords - 1) * sizeof(uint32_t);
+  uint32_t* out = static_cast<uint32_t*>(std::align(64, words * sizeof(uint32_t), start, space));
   const auto round = amx_tiles ? kernels::avx512::round_to_bf16_tiles : kernels::avx512::round_to_bf16;
   prepare_tokens(n_tokens, n_in, pool, [&](int64_t begin, int64_t end) { round(x, n_in, n_tokens, begin, end, out); });
   return out;

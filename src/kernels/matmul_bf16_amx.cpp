@@ -157,8 +157,12 @@ void matmul_bf16_products_rows(const MatmulArgs& a, int64_t row_begin, int64_t r
   const int64_t token_tiles = tiles.token_tiles();
   const int64_t tile_bytes = tiles.steps * tiles.rows * kTileRowBytes;  // one token tile's whole row
   const int64_t pass_tiles = std::max<int64_t>(2, kActBytesPerPass / tile_bytes / 2 * 2);
-  thread_local std::vector<Sums> sums;
-  if (sums.size() < size_t(pass_tiles / 2)) sums.resize(size_t(pass_tiles / 2));
+  // Sums wait in memory between chunks only where a pass has more than 2 token tiles (`reload` below).
+  thread_local std::vector<Sums> waiting;
+  Sums own;
+  const int64_t pairs_a_pass = (std::min(pass_tiles, token_tiles) + 1) / 2;
+  if (pairs_a_pass > 1 && waiting.size() < size_t(pairs_a_pass)) waiting.resize(size_t(pairs_a_pass));
+  Sums* sums = pairs_a_pass > 1 ? waiting.data() : &own;
   alignas(64) uint8_t b[kChunkSteps * kStepBytes];
   configure_tiles(static_cast<int>(tiles.rows));
   for (int64_t jp = 0; jp < token_tiles; jp += pass_tiles) {
@@ -172,7 +176,7 @@ void matmul_bf16_products_rows(const MatmulArgs& a, int64_t row_begin, int64_t r
         // A pass of one or two token tiles (up to 32 tokens) keeps its sums in the C tiles for the whole row.
         const bool reload = jp_end - jp > 2;
         for (int64_t j = jp; j < jp_end; j += 2) {
-          Sums& s = sums[size_t((j - jp) / 2)];
+          Sums& s = sums[(j - jp) / 2];
           j + 2 <= jp_end ? tile_steps<2>(a, tiles, j, r, s0, s1, b, s, reload)
                           : tile_steps<1>(a, tiles, j, r, s0, s1, b, s, reload);
         }

@@ -16,6 +16,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernel_test_util.h"
+#include "kernels/bf16_tile_layout.h"
 #include "kernels/column_shares.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
@@ -516,6 +517,66 @@ TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
         }
       }
       EXPECT_GT(far_from_fp32, n_tokens * n_out / 2) << "n_in " << n_in << ": the activations were not rounded";
+    }
+  }
+}
+
+// The AMX-BF16 tiles' passes over the batch (as many token tiles as keep their activations in L2): passes of 4
+// tiles ending with one of 1 (n_in 5125, 130 tokens), of 3 with an odd tile whose sums wait in memory between
+// chunks (33-48 tokens), rows so long that a pass is 2 tiles whose sums stay in the C tiles (n_in 12289), and
+// rows shorter than one step (n_in 31): every token gets the bits it gets alone, on 1-3 threads.
+TEST(InterleavePanels, Bf16AmxTilePassesKeepBatchInvariance) {
+  if (detected_isa() < Isa::Amx) GTEST_SKIP() << "no AMX";
+  for (const int64_t n_in : {31, 5125, 12289}) {
+    const int64_t n_out = 2 * kPanelRows, n_tokens = 130;
+    Interleaved m = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(60 + n_in));
+    m.view.bf16_products = true;
+    const auto x = random_floats(size_t(n_tokens * n_in), 61);
+    const std::vector<float> alone = outputs_alone(m, x, n_tokens, Isa::Amx);
+    for (const int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (const int64_t batch : {32, 33, 48, 65, 80, 130}) {
+        std::vector<float> y(size_t(batch * n_out));
+        matmul(m.view, x.data(), batch, y.data(), pool, Isa::Amx);
+        EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), sizeof(float) * y.size()))
+            << "n_in " << n_in << ", " << batch << " tokens, " << threads << " threads";
+      }
+    }
+  }
+}
+
+// The activations' rounding into the AMX-BF16 tiles' layout (bf16_tile_layout.h), split over token ranges as the
+// threads split it: every token's pairs where Bf16Tiles puts them (zero past the row), the last tile's rows past
+// the batch zero, every word of Bf16Tiles::words() written and none past it. Plain AVX-512 code: it also runs in
+// the emulated AVX-512 build.
+TEST(InterleavePanels, Bf16TileRoundingPutsEveryTokenWhereTheLayoutSays) {
+  if (detected_isa() < Isa::Avx512Bf16) GTEST_SKIP() << "no AVX-512 BF16";
+  constexpr uint32_t kCanary = 0xdeadbeefu;
+  for (const int64_t n_in : {31, 101, 2600}) {
+    for (const int64_t n_tokens : {1, 5, 16, 17, 40}) {
+      SCOPED_TRACE("n_in " + std::to_string(n_in) + ", " + std::to_string(n_tokens) + " tokens");
+      const auto x = random_floats(size_t(n_tokens * n_in), 70 + uint32_t(n_in));
+      const kernels::Bf16Tiles tiles(n_in, n_tokens);
+      const size_t slack = 64;
+      std::vector<uint32_t> out(tiles.words() + slack, kCanary);
+      const int64_t cut1 = n_tokens / 3, cut2 = 2 * n_tokens / 3;
+      for (const auto& [b, e] : {std::pair{cut1, cut2}, std::pair{int64_t{0}, cut1}, std::pair{cut2, n_tokens}}) {
+        if (b < e) kernels::avx512::round_to_bf16_tiles(x.data(), n_in, n_tokens, b, e, out.data());
+      }
+      ASSERT_EQ(std::count(out.begin(), out.begin() + ptrdiff_t(tiles.words()), kCanary), 0);
+      ASSERT_EQ(std::count(out.begin() + ptrdiff_t(tiles.words()), out.end(), kCanary), ptrdiff_t(slack));
+      const auto bf16_at = [&](int64_t t, int64_t k) -> uint32_t {
+        return t < n_tokens && k < n_in ? fp32_to_bf16(x[size_t(t * n_in + k)]) : 0;
+      };
+      for (int64_t t = 0; t < tiles.padded_tokens(); ++t) {
+        for (int64_t s = 0; s < tiles.steps; ++s) {
+          for (int64_t p = 0; p < kernels::Bf16Tiles::kStepPairs; ++p) {
+            const int64_t k = 2 * (s * kernels::Bf16Tiles::kStepPairs + p);
+            ASSERT_EQ(out[tiles.row_at(t, s) + size_t(p)], bf16_at(t, k) | bf16_at(t, k + 1) << 16)
+                << "token " << t << ", k " << k;
+          }
+        }
+      }
     }
   }
 }
