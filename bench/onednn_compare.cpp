@@ -3,7 +3,8 @@
 // t of an M-token product bit-identical to token t alone?) and, for the float paths, error against fp64.
 //
 // Both sides start from fp32 activations and end with fp32 outputs, so both pay their activation conversion:
-// Tessera inside matmul() (per-token int8 quantization for I8; none for F16/BF16, which read fp32), oneDNN in
+// Tessera inside matmul() (per-token int8 quantization for I8; none for F16/BF16, which read fp32; rounding to bf16
+// for "BF16 products", the default for BF16 weights: vdpbf16ps, or AMX-BF16 tiles at the amx level), oneDNN in
 // this file, before the primitive (per-token int8 quantization with Tessera's arithmetic; fp32 → bf16 rounding),
 // parallel over tokens on oneDNN's OpenMP threads. oneDNN's weights are reordered once, before timing, into the
 // layout its primitive asks for (as a loader would); Tessera's are interleaved as the model loader does.
@@ -110,7 +111,8 @@ struct TesseraWeights {
   std::vector<WeightMatrix> views;  // one per copy
 };
 
-TesseraWeights make_weights(TensorType type, const Shape& s, const std::vector<float>& values) {
+TesseraWeights make_weights(TensorType type, const Shape& s, const std::vector<float>& values,
+                            bool bf16_products = false) {
   TesseraWeights w;
   w.type = type;
   w.n_in = s.n_in;
@@ -135,6 +137,7 @@ TesseraWeights make_weights(TensorType type, const Shape& s, const std::vector<f
     WeightMatrix m{type, s.n_out, s.n_in, w.data.get() + c * bytes, row_bytes,
                    type == TensorType::I8 ? w.row_scales.data() : nullptr};
     m.layout = interleaved_layout(type);
+    m.bf16_products = bf16_products;
     w.views.push_back(m);
   }
   return w;
@@ -395,6 +398,7 @@ int main(int argc, char** argv) {
     const TesseraWeights i8 = make_weights(TensorType::I8, s, values);
     const TesseraWeights f16 = make_weights(TensorType::F16, s, values);
     const TesseraWeights bf16 = make_weights(TensorType::BF16, s, values);
+    const TesseraWeights bf16p = make_weights(TensorType::BF16, s, values, true);
     std::vector<float> y(size_t(m_max * s.n_out));
 
     for (const int64_t m : ms) {
@@ -412,12 +416,14 @@ int main(int argc, char** argv) {
         return ops / median_seconds([&](int r) { mm.run(x.data(), y.data(), size_t(r)); }, reps);
       };
       const double t_i8 = tessera_gops(i8), o_i8 = onednn_gops(Path::Int8, i8);
-      const double t_f16 = tessera_gops(f16), t_bf16 = tessera_gops(bf16), o_bf16 = onednn_gops(Path::Bf16, bf16);
+      const double t_f16 = tessera_gops(f16), t_bf16 = tessera_gops(bf16), t_bf16p = tessera_gops(bf16p);
+      const double o_bf16 = onednn_gops(Path::Bf16, bf16);
       rows.push_back({"int8: Tessera I8 vs oneDNN s8", shape_name, m, t_i8, o_i8});
       rows.push_back({"float: Tessera F16 vs oneDNN bf16", shape_name, m, t_f16, o_bf16});
       rows.push_back({"float: Tessera BF16 vs oneDNN bf16", shape_name, m, t_bf16, o_bf16});
-      std::printf("%-8s %-16s M=%-4lld I8 %7.1f | s8 %7.1f | F16 %6.1f BF16 %6.1f | bf16 %6.1f GOP/s\n", "timed",
-                  shape_name, (long long)m, t_i8, o_i8, t_f16, t_bf16, o_bf16);
+      rows.push_back({"bf16: Tessera BF16 products vs oneDNN bf16", shape_name, m, t_bf16p, o_bf16});
+      std::printf("%-8s %-16s M=%-4lld I8 %7.1f | s8 %7.1f | F16 %6.1f BF16 %6.1f BF16p %6.1f | bf16 %6.1f GOP/s\n",
+                  "timed", shape_name, (long long)m, t_i8, o_i8, t_f16, t_bf16, t_bf16p, o_bf16);
       std::fflush(stdout);
     }
 
@@ -449,6 +455,7 @@ int main(int argc, char** argv) {
                 same.differing == 0 ? "bit-identical" : (std::to_string(same.differing) + " rows differ").c_str());
     check("Tessera F16", f16, tessera_run(f16));
     check("Tessera BF16", bf16, tessera_run(bf16));
+    check("Tessera BF16p", bf16p, tessera_run(bf16p));
     check("oneDNN bf16", bf16, onednn_run(Path::Bf16, bf16));
   }
 

@@ -27,6 +27,7 @@
 #include "kernels/bf16_pair_lanes_zmm_inl.h"
 #include "kernels/bf16_tile_layout.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/static_for.h"
 
 namespace tessera::kernels::amx {
 namespace {
@@ -73,14 +74,25 @@ void configure_tiles(int rows) {
 // there are zero too: the sums get exact zeros, as no product at all).
 void pack_b_tiles(const uint8_t* panel, int64_t n_in, int64_t s0, int64_t s1, uint8_t* out) {
   const __m512i zero = _mm512_setzero_si512();
+  const auto pack_pair = [&](uint8_t* step, int64_t q, __m512i a, __m512i b) TESSERA_INLINE {
+    _mm512_store_si512(step + q * kTileRowBytes, _mm512_unpacklo_epi16(a, b));
+    _mm512_store_si512(step + kBTileBytes + q * kTileRowBytes, _mm512_unpackhi_epi16(a, b));
+  };
+  constexpr int64_t kStepValues = 2 * Bf16Tiles::kStepPairs;
   for (int64_t s = s0; s < s1; ++s) {
     uint8_t* step = out + (s - s0) * kStepBytes;
+    const uint8_t* slices = panel + s * kStepValues * kSliceBytes;
+    if ((s + 1) * kStepValues <= n_in) {  // a whole step: its 32 slices lie end to end
+      static_for<Bf16Tiles::kStepPairs>([&](auto q) TESSERA_INLINE {
+        pack_pair(step, q, _mm512_loadu_si512(slices + 2 * q * kSliceBytes),
+                  _mm512_loadu_si512(slices + (2 * q + 1) * kSliceBytes));
+      });
+      continue;
+    }
     for (int64_t q = 0; q < Bf16Tiles::kStepPairs; ++q) {
-      const int64_t k = 2 * (s * Bf16Tiles::kStepPairs + q);
-      const __m512i a = k < n_in ? _mm512_loadu_si512(panel + k * kSliceBytes) : zero;
-      const __m512i b = k + 1 < n_in ? _mm512_loadu_si512(panel + (k + 1) * kSliceBytes) : zero;
-      _mm512_store_si512(step + q * kTileRowBytes, _mm512_unpacklo_epi16(a, b));
-      _mm512_store_si512(step + kBTileBytes + q * kTileRowBytes, _mm512_unpackhi_epi16(a, b));
+      const int64_t k = s * kStepValues + 2 * q;
+      pack_pair(step, q, k < n_in ? _mm512_loadu_si512(panel + k * kSliceBytes) : zero,
+                k + 1 < n_in ? _mm512_loadu_si512(panel + (k + 1) * kSliceBytes) : zero);
     }
   }
 }
