@@ -8,8 +8,8 @@
 
 #include "core/check.h"
 #include "core/weight_types.h"
-#include "kernels/int8_outliers.h"
 #include "kernels/bf16_tile_layout.h"
+#include "kernels/int8_outliers.h"
 #include "kernels/interleave.h"
 #include "kernels/lowbit.h"
 #include "kernels/matmul_kernels.h"
