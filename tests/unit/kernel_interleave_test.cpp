@@ -676,8 +676,8 @@ TEST(Interleave, PanelSetsShareOneInput) {
 }
 
 // BF16 panels with bf16 products share one rounding of the activations and one parallel region; beside F16 panels
-// or BF16 ones without them (fp32 activations) the set runs as separate calls, with the same bits. At the level
-// that has them (kernel_isas() stops at the kernel families' levels, below it).
+// or BF16 ones without them (fp32 activations) the set runs as separate calls, with the same bits. At the levels
+// that have them: AVX-512 BF16 and AMX (one rounding into the AMX tiles' layout for the whole set there).
 TEST(Interleave, Bf16ProductSetsShareOneInput) {
   if (detected_isa() < Isa::Avx512Bf16) GTEST_SKIP() << "no AVX-512 BF16";
   const int64_t n_in = 98;
@@ -688,13 +688,16 @@ TEST(Interleave, Bf16ProductSetsShareOneInput) {
   q.view.bf16_products = k.view.bf16_products = true;
   const std::vector<std::vector<const WeightMatrix*>> sets = {
       {&q.view, &k.view, &k.view}, {&q.view, &plain.view}, {&k.view, &f16.view, &q.view}};
-  for (const int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    for (const int64_t n_tokens : {1, 4, 5, 13}) {
-      const auto x = random_floats(size_t(n_tokens * n_in), 43 + uint32_t(n_tokens));
-      for (size_t s = 0; s < sets.size(); ++s) {
-        testing::expect_shared_input_equals_separate(sets[s], x, n_tokens, pool, Isa::Avx512Bf16,
-                                                     "bf16 set " + std::to_string(s));
+  for (const Isa isa : {Isa::Avx512Bf16, Isa::Amx}) {
+    if (isa > detected_isa()) continue;
+    for (const int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (const int64_t n_tokens : {1, 4, 5, 13, 17, 40}) {
+        const auto x = random_floats(size_t(n_tokens * n_in), 43 + uint32_t(n_tokens));
+        for (size_t s = 0; s < sets.size(); ++s) {
+          testing::expect_shared_input_equals_separate(sets[s], x, n_tokens, pool, isa,
+                                                       std::string(isa_name(isa)) + " bf16 set " + std::to_string(s));
+        }
       }
     }
   }
