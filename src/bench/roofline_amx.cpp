@@ -16,12 +16,7 @@ namespace {
 // returns the sum of two elements of each accumulator (int32 or float sums, added as Total).
 template <typename Sum, typename Total, typename Multiply>
 Total four_tile_chains(int64_t iters, uint16_t operand, Multiply multiply) {
-  kernels::amx::TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  kernels::amx::load_tile_config(cfg);
+  kernels::amx::configure_2x2_tiles(16, 64, 64, 64);
   alignas(64) uint16_t operands[16 * 32];
   for (uint16_t& v : operands) v = operand;
   kernels::amx::tile_memory_fence();

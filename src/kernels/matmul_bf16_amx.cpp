@@ -45,29 +45,9 @@ constexpr int64_t kChunkSteps = 8;
 // panel takes them, and the weights are read from memory once per pass.
 constexpr int64_t kActBytesPerPass = 768 * 1024;
 
-// The tile numbers: C(m, h) for token tile m and lane order h, A(m), B(h). The tile intrinsics take them as
-// literal digits, which tile_steps spells out: C 0-3, A 4-5, B 6-7.
-constexpr int c_tile(int m, int h) { return 2 * m + h; }
-constexpr int a_tile(int m) { return 4 + m; }
-constexpr int b_tile(int h) { return 6 + h; }
-
-// A and C tiles of `rows` rows (tokens), B tiles of 16 pairs; every row 64 bytes.
-void configure_tiles(int rows) {
-  TileConfig cfg;
-  for (int m = 0; m < 2; ++m) {
-    cfg.rows[a_tile(m)] = static_cast<uint8_t>(rows);
-    cfg.colsb[a_tile(m)] = kTileRowBytes;
-    for (int h = 0; h < 2; ++h) {
-      cfg.rows[c_tile(m, h)] = static_cast<uint8_t>(rows);
-      cfg.colsb[c_tile(m, h)] = kTileRowBytes;
-    }
-  }
-  for (int h = 0; h < 2; ++h) {
-    cfg.rows[b_tile(h)] = 16;
-    cfg.colsb[b_tile(h)] = kTileRowBytes;
-  }
-  load_tile_config(cfg);
-}
+// This thread's tiles (amx_tiles.h's 2 × 2 arrangement, B tiles the two lane orders): A and C `rows` tokens of
+// 16 pairs or 16 sums, B 16 pairs of 16 output rows; every row 64 bytes.
+void configure_tiles(int rows) { configure_2x2_tiles(rows, kTileRowBytes, kTileRowBytes, kTileRowBytes); }
 
 // Steps [s0, s1) of the panel at `panel` as B tiles: step s's lane order h at out + (s − s0) · kStepBytes + h ·
 // kBTileBytes. Past an odd n_in the last k pairs with zero, and past the row every pair is zero (the activations
@@ -179,14 +159,14 @@ void matmul_bf16_products_rows(const MatmulArgs& a, int64_t row_begin, int64_t r
   configure_tiles(static_cast<int>(tiles.rows));
   for (int64_t jp = 0; jp < token_tiles; jp += pass_tiles) {
     const int64_t jp_end = std::min(token_tiles, jp + pass_tiles);
+    // A pass of one or two token tiles (up to 32 tokens) keeps its sums in the C tiles for the whole row.
+    const bool reload = jp_end - jp > 2;
     for (int64_t r = row_begin; r < row_end; r += kPanelRows) {
       const uint8_t* panel = a.w + size_t(r / kPanelRows) * kPanelRows * a.row_bytes;
       for (int64_t s0 = 0; s0 < tiles.steps; s0 += kChunkSteps) {
         const int64_t s1 = std::min(tiles.steps, s0 + kChunkSteps);
         tile_memory_fence();  // the last chunk's tile loads of b before it is overwritten
         pack_b_tiles(panel, a.n_in, s0, s1, b);
-        // A pass of one or two token tiles (up to 32 tokens) keeps its sums in the C tiles for the whole row.
-        const bool reload = jp_end - jp > 2;
         for (int64_t j = jp; j < jp_end; j += 2) {
           Sums& s = sums[(j - jp) / 2];
           j + 2 <= jp_end ? tile_steps<2>(a, tiles, j, r, s0, s1, b, s, reload)

@@ -37,29 +37,11 @@ constexpr int kGroupStepBytes = kStepValues * kGroupRows;  // a group's 64 value
 // faster, from 12 the tiles ahead).
 constexpr int64_t kMinTokens = 12;
 
-// The tile numbers: C(m, g) for token tile m and group g, A(m), B(g). The tile intrinsics take them as literal
-// digits (they paste them into the instruction), which tile_steps spells out: C 0-3, A 4-5, B 6-7.
-constexpr int c_tile(int m, int g) { return 2 * m + g; }
-constexpr int a_tile(int m) { return 4 + m; }
-constexpr int b_tile(int g) { return 6 + g; }
-
-// Configures this thread's tiles: A and C 16 rows (tokens), A 64 bytes a row, B 16 rows of 32 bytes, C 8 int32.
-// Whatever ran on the thread before may have configured them otherwise, so every call loads it.
+// This thread's tiles (amx_tiles.h's 2 × 2 arrangement, B tiles the two groups): A 16 tokens × 64 values, B 16
+// rows of 32 bytes (values 4q..4q + 3 of 8 rows), C 16 tokens × 8 int32.
 void configure_tiles() {
-  TileConfig cfg;
-  for (int m = 0; m < 2; ++m) {
-    cfg.rows[a_tile(m)] = kTileTokens;
-    cfg.colsb[a_tile(m)] = kStepValues;
-    for (int g = 0; g < 2; ++g) {
-      cfg.rows[c_tile(m, g)] = kTileTokens;
-      cfg.colsb[c_tile(m, g)] = kGroupRows * sizeof(int32_t);
-    }
-  }
-  for (int g = 0; g < 2; ++g) {
-    cfg.rows[b_tile(g)] = kStepValues / 4;
-    cfg.colsb[b_tile(g)] = kGroupRows * 4;
-  }
-  load_tile_config(cfg);
+  static_assert(kStepValues / 4 == 16);
+  configure_2x2_tiles(kTileTokens, kStepValues, kGroupRows * sizeof(int32_t), kGroupRows * 4);
 }
 
 // The activations as A tiles: token tile j's step s (64 values of 16 tokens, 1 KiB, rows past the batch zero) at
