@@ -184,7 +184,7 @@ int run_offline_bench_cli(const std::shared_ptr<const Model>& model, OfflineBenc
   std::printf("\ncontinuous / static output tokens/s: %.2fx (target >= 1.5x)\n", speedup);
   std::printf("the same workload at this machine's roofline (a step: max(weights at %.1f GB/s, tokens at %.0f %s/s)): "
               "static %.3g s, continuous %.3g s: %.2fx; with compute free, %lld against %lld weight reads: %.2fx\n",
-              roofline.bandwidth_gbs, roofline.peak_gops, roofline.peak == ComputePeak::Int8 || roofline.peak == ComputePeak::Int8Tiles ? "GOP" : "GFLOP",
+              roofline.bandwidth_gbs, roofline.peak_gops, is_int8_peak(roofline.peak) ? "GOP" : "GFLOP",
               roofline.static_schedule.seconds, roofline.continuous_schedule.seconds, roofline.ratio(),
               (long long)roofline.static_schedule.steps, (long long)roofline.continuous_schedule.steps,
               roofline.steps_ratio());

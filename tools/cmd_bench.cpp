@@ -212,7 +212,7 @@ int bench(const BenchOptions& o) {
   // BF16 weights in panels (and F16 ones with --bf16-products) on a CPU with AVX-512 BF16 multiply at the bf16
   // dot-product rate (at the AMX level the AMX-BF16 tiles'), unless --fp32-activations.
   const ComputePeak compute_peak = compute_peak_of(*model);
-  const bool int8 = compute_peak == ComputePeak::Int8 || compute_peak == ComputePeak::Int8Tiles;
+  const bool int8 = is_int8_peak(compute_peak);
   const bool bf16 = compute_peak == ComputePeak::Bf16 || compute_peak == ComputePeak::Bf16Tiles;
   const double peak = peaks.best(compute_peak);
   const char* peak_kind = compute_peak_name(compute_peak);
@@ -252,12 +252,10 @@ int bench(const BenchOptions& o) {
   r["int8_peak_gops"] = int8_peak;
   r["int8_peak_probes_gops"] = peaks.int8_gops.values;
   r["int8_peak_instruction"] = std::string(int8_peak_instruction());
-  if (has_int8_tile_peak()) {
+  if (has_tile_peaks()) {
     r["int8_tile_peak_gops"] = peaks.int8_tile_gops.best();
     r["int8_tile_peak_probes_gops"] = peaks.int8_tile_gops.values;
     r["int8_tile_peak_instruction"] = "tdpbssd (AMX tiles)";
-  }
-  if (has_bf16_tile_peak()) {
     r["bf16_tile_peak_gflops"] = peaks.bf16_tile_gflops.best();
     r["bf16_tile_peak_probes_gflops"] = peaks.bf16_tile_gflops.values;
     r["bf16_tile_peak_instruction"] = "tdpbf16ps (AMX tiles)";
@@ -318,11 +316,9 @@ int bench(const BenchOptions& o) {
               std::string(int8_peak_instruction()).c_str(), peaks.int8_gops.listed().c_str());
   std::printf("%-34s %9.1f GOP/s  (the multiply alone: no exact int8 dot product reaches it without VNNI)\n",
               "int8 byte-product peak", int8_product_peak);
-  if (has_int8_tile_peak()) {
+  if (has_tile_peaks()) {
     std::printf("%-34s %9.1f GOP/s  (tdpbssd, AMX tiles: the limit of the products that take them; best of %s)\n",
                 "int8 tile peak", peaks.int8_tile_gops.best(), peaks.int8_tile_gops.listed().c_str());
-  }
-  if (has_bf16_tile_peak()) {
     std::printf("%-34s %9.1f GFLOP/s (tdpbf16ps, AMX tiles: the limit of the products that take them; best of %s)\n",
                 "bf16 tile peak", peaks.bf16_tile_gflops.best(), peaks.bf16_tile_gflops.listed().c_str());
   }

@@ -135,18 +135,16 @@ double measure_bf16_peak_gflops(ThreadPool& pool, int reps) {
   return best_rate_g(pool, reps, 2.0 * 32 * roofline::kBf16Chains, [](int64_t n) { return roofline::bf16_chains(n); });
 }
 
-bool has_int8_tile_peak() { return active_isa() >= Isa::Amx; }
+bool has_tile_peaks() { return active_isa() >= Isa::Amx; }
 
 double measure_int8_tile_peak_gops(ThreadPool& pool, int reps) {
-  if (!has_int8_tile_peak()) return 0.0;
+  if (!has_tile_peaks()) return 0.0;
   return best_rate_g(pool, reps, 2.0 * roofline::amx::kTileProducts * roofline::amx::kTileMultiplies,
                      [](int64_t n) { return roofline::amx::int8_tiles(n); });
 }
 
-bool has_bf16_tile_peak() { return active_isa() >= Isa::Amx; }
-
 double measure_bf16_tile_peak_gflops(ThreadPool& pool, int reps) {
-  if (!has_bf16_tile_peak()) return 0.0;
+  if (!has_tile_peaks()) return 0.0;
   return best_rate_g(pool, reps, 2.0 * roofline::amx::kBf16TileProducts * roofline::amx::kTileMultiplies,
                      [](int64_t n) { return roofline::amx::bf16_tiles(n); });
 }
@@ -190,6 +188,8 @@ const char* compute_peak_name(ComputePeak peak) {
   return "fp32";
 }
 
+bool is_int8_peak(ComputePeak peak) { return peak == ComputePeak::Int8 || peak == ComputePeak::Int8Tiles; }
+
 double PeakProbes::best(ComputePeak peak) const {
   switch (peak) {
     case ComputePeak::Int8: return int8_gops.best();
@@ -206,8 +206,10 @@ void PeakProbes::measure(ThreadPool& pool, int reps) {
   int8_gops.values.push_back(measure_int8_peak_gops(pool, reps));
   int8_product_gops.values.push_back(measure_int8_product_peak_gops(pool, reps));
   if (has_bf16_peak()) bf16_gflops.values.push_back(measure_bf16_peak_gflops(pool, reps));
-  if (has_int8_tile_peak()) int8_tile_gops.values.push_back(measure_int8_tile_peak_gops(pool, reps));
-  if (has_bf16_tile_peak()) bf16_tile_gflops.values.push_back(measure_bf16_tile_peak_gflops(pool, reps));
+  if (has_tile_peaks()) {
+    int8_tile_gops.values.push_back(measure_int8_tile_peak_gops(pool, reps));
+    bf16_tile_gflops.values.push_back(measure_bf16_tile_peak_gflops(pool, reps));
+  }
 }
 
 std::string_view fp32_peak_instruction() {

@@ -48,13 +48,12 @@ double measure_fp32_peak_gflops(ThreadPool& pool, int reps);
 // vpdpbusd with AVX-512 VNNI.
 double measure_int8_peak_gops(ThreadPool& pool, int reps);
 
-// Whether the active level has AMX-INT8 tiles (Isa::Amx), and their peak in GOP/s (tdpbssd on full 16 × 64 tiles,
-// 2 × 2 blocked), the limit of the int8 products that take them (ComputePeak::Int8Tiles); 0 without them.
-bool has_int8_tile_peak();
+// Whether the active level has AMX tiles (Isa::Amx: AMX-INT8 and AMX-BF16 both), whose peaks are probed then. The
+// AMX-INT8 peak in GOP/s (tdpbssd on full 16 × 64 tiles, 2 × 2 blocked) is the limit of the int8 products that take
+// them (ComputePeak::Int8Tiles); the AMX-BF16 peak in GFLOP/s (tdpbf16ps, 16 × 16 × 32 products each) that of the
+// bf16 products that take them (ComputePeak::Bf16Tiles). 0 without tiles.
+bool has_tile_peaks();
 double measure_int8_tile_peak_gops(ThreadPool& pool, int reps);
-// The same for the AMX-BF16 tiles in GFLOP/s (tdpbf16ps, 16 × 16 × 32 products each), the limit of the bf16
-// products that take them (ComputePeak::Bf16Tiles).
-bool has_bf16_tile_peak();
 double measure_bf16_tile_peak_gflops(ThreadPool& pool, int reps);
 
 // Whether the active level has bf16 dot products (AVX-512 BF16), and their peak in GFLOP/s (512-bit
@@ -85,6 +84,8 @@ struct ProbeSeries {
 // or AMX tiles) or fp32 FMA.
 enum class ComputePeak { Int8, Int8Tiles, Bf16, Bf16Tiles, Fp32 };
 const char* compute_peak_name(ComputePeak peak);  // "int8", "int8 tile", "bf16", "bf16 tile", "fp32"
+// Whether the peak counts int8 operations (GOP/s) rather than floating-point ones (GFLOP/s).
+bool is_int8_peak(ComputePeak peak);
 
 // The compute peaks, probed together each time measure() runs.
 struct PeakProbes {
