@@ -130,6 +130,7 @@ Weights make_weights(TensorType type, int64_t group = 0, bool interleaved = fals
     }
   }
   if (interleaved) interleave_rows(type, w.data.get(), kNOut, kNIn);
+  if (bf16_products) pair_bf16_panels(w.data.get(), kNOut, kNIn);  // as the loader stores them
   for (size_t c = 0; c < copies; ++c) {
     if (c > 0) {
       std::memcpy(w.data.get() + c * data_bytes, w.data.get(), data_bytes);

@@ -132,6 +132,7 @@ TesseraWeights make_weights(TensorType type, const Shape& s, const std::vector<f
   w.data = allocate(bytes * copies);
   std::memcpy(w.data.get(), w.rows.data(), bytes);
   interleave_rows(type, w.data.get(), s.n_out, s.n_in);
+  if (bf16_products) pair_bf16_panels(w.data.get(), s.n_out, s.n_in);  // as the loader stores them
   for (size_t c = 0; c < copies; ++c) {
     if (c > 0) std::memcpy(w.data.get() + c * bytes, w.data.get(), bytes);
     WeightMatrix m{type, s.n_out, s.n_in, w.data.get() + c * bytes, row_bytes,

@@ -92,6 +92,13 @@ void panel_rows(uint8_t* data, int64_t n_out, int64_t n_in, size_t element) {
   }
 }
 
+// Where a BF16 panel in pair order stores row l's value k: in the pair word of k's pair (k even in its low
+// half), or an odd n_in's last k in its slice.
+size_t pair_order_offset(int64_t n_in, int64_t k, int64_t l) {
+  if (k < (n_in & ~int64_t(1))) return size_t(k / 2) * kPanelRows * 4 + size_t(l) * 4 + size_t(k % 2) * 2;
+  return size_t(k) * kPanelRows * 2 + size_t(l) * 2;
+}
+
 }  // namespace
 
 WeightLayout interleaved_layout(TensorType type) {
@@ -139,8 +146,12 @@ void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in
 void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst) {
   if (const size_t element = panel_element_bytes(w.type)) {
     TESSERA_CHECK(w.layout == WeightLayout::Panel32 && r >= 0 && r < w.n_out);
-    const uint8_t* panel = w.data + size_t(r / kPanelRows) * kPanelRows * w.row_bytes + size_t(r % kPanelRows) * element;
-    for (int64_t k = 0; k < w.n_in; ++k) std::memcpy(dst + k * element, panel + size_t(k) * kPanelRows * element, element);
+    const uint8_t* panel = w.data + size_t(r / kPanelRows) * kPanelRows * w.row_bytes;
+    const int64_t l = r % kPanelRows;
+    for (int64_t k = 0; k < w.n_in; ++k) {
+      const size_t at = w.type == TensorType::BF16 && w.bf16_products ? pair_order_offset(w.n_in, k, l) : size_t(k * kPanelRows + l) * element;
+      std::memcpy(dst + k * element, panel + at, element);
+    }
     return;
   }
   const BlockShape shape = block_shape(w.type);
@@ -167,6 +178,19 @@ void round_f16_to_bf16(uint8_t* data, size_t n) {
     std::memcpy(&h, data + 2 * i, 2);
     h = fp32_to_bf16(fp16_to_fp32(h));
     std::memcpy(data + 2 * i, &h, 2);
+  }
+}
+
+void pair_bf16_panels(uint8_t* data, int64_t n_out, int64_t n_in) {
+  TESSERA_CHECK(n_out % kPanelRows == 0);
+  const size_t panel_bytes = size_t(kPanelRows) * size_t(n_in) * 2;
+  std::vector<uint8_t> slices(panel_bytes);  // one panel in slice order
+  for (int64_t p = 0; p < n_out / kPanelRows; ++p) {
+    uint8_t* panel = data + size_t(p) * panel_bytes;
+    std::memcpy(slices.data(), panel, panel_bytes);
+    for (int64_t k = 0; k < n_in; ++k) {
+      for (int l = 0; l < kPanelRows; ++l) std::memcpy(panel + pair_order_offset(n_in, k, l), &slices[(k * kPanelRows + l) * 2], 2);
+    }
   }
 }
 

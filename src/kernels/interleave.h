@@ -28,6 +28,14 @@
 // then gives 8 or 16 rows at one k, which makes a float product an outer product: broadcast activations times
 // weight vectors, every output element one FMA chain over k (kernels/matmul_panel_inl.h).
 //
+// BF16 panels with bf16 products (WeightMatrix::bf16_products) pair their k's instead (pair_bf16_panels): for
+// each pair q (k = 2q and 2q + 1), 128 bytes hold the 32 rows' pair words in row order, row l's at bytes 4l..4l+3
+// with k = 2q in the low half; an odd n_in's last k keeps its slice (64 bytes). A pair word is what vdpbf16ps
+// multiplies and what an AMX-BF16 B tile holds (16 pair words a tile row), so the bf16 products load their
+// weights as they lie (matmul_bf16_avx512.cpp, matmul_bf16_amx.cpp). The fp32 path reads slices faster (one
+// AVX-512 thread streaming a BF16 matrix from memory at one token read 16 GB/s from slices against 12 from pairs,
+// Intel Xeon), and reads pairs only where such a matrix runs at a level without AVX-512 BF16.
+//
 // The bytes are the file's bytes, moved (Q6_K's values repacked into as many bytes): rewriting in place keeps the
 // memory footprint.
 #pragma once
@@ -59,7 +67,11 @@ void interleave_rows(TensorType type, uint8_t* data, int64_t n_out, int64_t n_in
 // the AVX-512 BF16 level (the only one that rounds them), else value by value.
 void round_f16_to_bf16(uint8_t* data, size_t n);
 
-// Row r of an Interleaved8 or Panel32 matrix as the file stored it: dst holds w.row_bytes bytes.
+// BF16 panels (n_out rows, n_in values, slice order) rewritten in place in pair order, for bf16 products.
+void pair_bf16_panels(uint8_t* data, int64_t n_out, int64_t n_in);
+
+// Row r of an Interleaved8 or Panel32 matrix (in pair order where w.bf16_products) as the file stored it: dst
+// holds w.row_bytes bytes.
 void deinterleave_row(const WeightMatrix& w, int64_t r, uint8_t* dst);
 
 }  // namespace tessera

@@ -4,11 +4,12 @@
 //
 // A tile multiply takes an A tile of up to 16 tokens × 16 bf16 pairs (the activations, bf16_tile_layout.h) and a
 // B tile whose row q holds, for each of 16 output rows, that row's weights at 2q and 2q + 1, and adds the 16 × 16
-// dot products over the 32 values into fp32 sums (C). A panel stores each k's 32 row values side by side; the
-// vpunpcklwd and vpunpckhwd of its slices 2q and 2q + 1 are row q of two B tiles, the panel's rows in the lane
-// orders bf16_pair_lanes_zmm_inl.h names, which the sums keep until their epilogue puts them in row order. Each
-// thread repacks a chunk of a panel's steps at a time into B tiles that stay in L1 while every token tile of the
-// pass takes them.
+// dot products over the 32 values into fp32 sums (C). A BF16 panel stores exactly such rows (interleave.h: pair
+// q's 128 bytes are the 32 rows' pair words), so a step's two B tiles, rows 0-15 and 16-31 of the panel, load
+// from the weights as they lie, 128 bytes apart, and the sums come in row order. Only the row's last step, where
+// n_in is not a multiple of 32, is copied out with zero pairs past the row. (Panels of one k's 32 rows side by
+// side took a repacking of every step into B tiles: one-token products of 65536 × 2048 from memory, 2 threads,
+// read 22.3-22.8 GB/s that way against 25.6-26.3 with the weights loaded as they lie, before the requests below.)
 //
 // Batch invariance: a tile row's sums depend on that row's activations and the B tiles only (a token alone in a
 // one-row tile and the same token among 15 others give the same bits, as the tests check), and every token's
@@ -19,79 +20,79 @@
 // bits differ from the AVX-512 BF16 level's, and every token count at the AMX level takes the tiles.
 #include <immintrin.h>
 
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialized variable) as the unused merge
+// source of their unmasked forms, and -W(maybe-)uninitialized reports every inlined use of them.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/amx_tiles.h"
-#include "kernels/bf16_pair_lanes_zmm_inl.h"
 #include "kernels/bf16_tile_layout.h"
 #include "kernels/matmul_kernels.h"
-#include "kernels/static_for.h"
 
 namespace tessera::kernels::amx {
 namespace {
 
-constexpr int64_t kSliceBytes = kPanelRows * 2;         // one k of a panel: 32 bf16
+constexpr int64_t kPairBytes = kPanelRows * 4;          // a pair of k of a panel: 32 pair words
 constexpr int64_t kTileRowBytes = 64;                   // every tile's rows: 16 pairs or 16 fp32 sums
-constexpr int64_t kBTileBytes = 16 * kTileRowBytes;     // 16 pairs of 16 output rows
-constexpr int64_t kStepBytes = 2 * kBTileBytes;         // a panel's step: the B tiles of both lane orders
+constexpr int64_t kStepBytes = Bf16Tiles::kStepPairs * kPairBytes;  // a step of a panel: its 2 B tiles
 constexpr int64_t kTileTokens = Bf16Tiles::kTileTokens;
 
-// Steps per repacked chunk of a panel: 16 KiB of B tiles, which stay in L1 while the pass's token tiles take them.
+// Steps per chunk of a panel: 16 KiB of weights, which stay in L1 while the pass's token tiles take them.
 constexpr int64_t kChunkSteps = 8;
+
+// The first token tiles of a pass request the weights this far ahead into L1, 32 lines a step: a one-token
+// product of 65536 × 2048 from memory (2 threads, Intel Xeon) read 25.2-26.4 GB/s without requests, 27.3-29.5
+// with them 2-6 KiB ahead, 23.4 at 32 KiB.
+constexpr int64_t kRequestAhead = 4096;
 
 // Activations a thread reads for one pass over its panels: they stay in the 2 MiB L2 while every chunk of every
 // panel takes them, and the weights are read from memory once per pass.
 constexpr int64_t kActBytesPerPass = 768 * 1024;
 
-// This thread's tiles (amx_tiles.h's 2 × 2 arrangement, B tiles the two lane orders): A and C `rows` tokens of
-// 16 pairs or 16 sums, B 16 pairs of 16 output rows; every row 64 bytes.
+// This thread's tiles (amx_tiles.h's 2 × 2 arrangement, B tiles rows 0-15 and 16-31 of a panel): A and C `rows`
+// tokens of 16 pairs or 16 sums, B 16 pairs of 16 output rows; every row 64 bytes.
 void configure_tiles(int rows) { configure_2x2_tiles(rows, kTileRowBytes, kTileRowBytes, kTileRowBytes); }
 
-// Steps [s0, s1) of the panel at `panel` as B tiles: step s's lane order h at out + (s − s0) · kStepBytes + h ·
-// kBTileBytes. Past an odd n_in the last k pairs with zero, and past the row every pair is zero (the activations
-// there are zero too: the sums get exact zeros, as no product at all).
-void pack_b_tiles(const uint8_t* panel, int64_t n_in, int64_t s0, int64_t s1, uint8_t* out) {
-  const __m512i zero = _mm512_setzero_si512();
-  const auto pack_pair = [&](uint8_t* step, int64_t q, __m512i a, __m512i b) TESSERA_INLINE {
-    _mm512_store_si512(step + q * kTileRowBytes, _mm512_unpacklo_epi16(a, b));
-    _mm512_store_si512(step + kBTileBytes + q * kTileRowBytes, _mm512_unpackhi_epi16(a, b));
-  };
-  constexpr int64_t kStepValues = 2 * Bf16Tiles::kStepPairs;
-  for (int64_t s = s0; s < s1; ++s) {
-    uint8_t* step = out + (s - s0) * kStepBytes;
-    const uint8_t* slices = panel + s * kStepValues * kSliceBytes;
-    if ((s + 1) * kStepValues <= n_in) {  // a whole step: its 32 slices lie end to end
-      static_for<Bf16Tiles::kStepPairs>([&](auto q) TESSERA_INLINE {
-        pack_pair(step, q, _mm512_loadu_si512(slices + 2 * q * kSliceBytes),
-                  _mm512_loadu_si512(slices + (2 * q + 1) * kSliceBytes));
-      });
-      continue;
-    }
-    for (int64_t q = 0; q < Bf16Tiles::kStepPairs; ++q) {
-      const int64_t k = s * kStepValues + 2 * q;
-      pack_pair(step, q, k < n_in ? _mm512_loadu_si512(panel + k * kSliceBytes) : zero,
-                k + 1 < n_in ? _mm512_loadu_si512(panel + (k + 1) * kSliceBytes) : zero);
+// The panel's last step s where n_in is not a multiple of 32: its pairs in the panel's order, an odd n_in's last
+// k (a slice of its own) paired with zero, and zero pairs past the row (the activations there are zero too: the
+// sums get exact zeros, as no product at all).
+void copy_last_step(const uint8_t* panel, int64_t n_in, int64_t s, uint8_t* out) {
+  for (int64_t q = 0; q < Bf16Tiles::kStepPairs; ++q) {
+    const int64_t k = 2 * (s * Bf16Tiles::kStepPairs + q);
+    const uint8_t* pair = panel + (k / 2) * kPairBytes;
+    for (int half = 0; half < 2; ++half) {
+      __m512i words = _mm512_setzero_si512();
+      if (k + 1 < n_in) {
+        words = _mm512_loadu_si512(pair + 64 * half);
+      } else if (k < n_in) {  // the slice's rows 16·half.. as words with a zero high half
+        words = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32 * half)));
+      }
+      _mm512_store_si512(out + q * kPairBytes + 64 * half, words);
     }
   }
 }
 
-// C tiles kept between chunks of steps: 2 token tiles × 2 lane orders.
+// C tiles kept between chunks of steps: 2 token tiles × rows 0-15 and 16-31 of the panel.
 struct alignas(64) Sums {
   float c[2][2][kTileTokens][16];
 };
 
-// Token tiles [j0, j0 + MT) times the panel of rows [r0, r0 + 32), steps [s0, s1) from the repacked `b`, the sums
-// in C tiles: they start from zero where s0 is 0, else from `sums` where `reload` (several token tiles take turns
-// at the tiles), else are those the last call left; at the row's end they go into y in row order, else back to
-// `sums` where `reload`.
+// Token tiles [j0, j0 + MT) times the panel of rows [r0, r0 + 32), steps [s0, s1), the weights at `panel` or,
+// for the last step where `last_step` is not null, there; the sums in C tiles: they start from zero where s0 is
+// 0, else from `sums` where `reload` (several token tiles take turns at the tiles), else are those the last call
+// left; at the row's end they go into y, else back to `sums` where `reload`. `request`: the weights
+// kRequestAhead bytes past each step's are requested (past the panel: the next one, or past the thread's rows
+// another thread's, which is harmless; a request past the matrix does not fault).
 template <int MT>
 void tile_steps(const MatmulArgs& a, const Bf16Tiles& tiles, int64_t j0, int64_t r0, int64_t s0, int64_t s1,
-                const uint8_t* b, Sums& sums, bool reload) {
+                const uint8_t* panel, const uint8_t* last_step, Sums& sums, bool reload, bool request) {
   const uint32_t* x = a.x_bf16;
   const bool last = s1 == tiles.steps;
-  tile_memory_fence();  // the last epilogue's reads of `sums`, and the repacking, before these tiles
+  tile_memory_fence();  // the last epilogue's reads of `sums`, and the last step's copy, before these tiles
   if (s0 == 0) {
     _tile_zero(0);
     _tile_zero(1);
@@ -108,9 +109,13 @@ void tile_steps(const MatmulArgs& a, const Bf16Tiles& tiles, int64_t j0, int64_t
     }
   }
   for (int64_t s = s0; s < s1; ++s) {
-    const uint8_t* step = b + (s - s0) * kStepBytes;
-    _tile_loadd(6, step, kTileRowBytes);
-    _tile_loadd(7, step + kBTileBytes, kTileRowBytes);
+    const uint8_t* step = last_step != nullptr && s + 1 == tiles.steps ? last_step : panel + s * kStepBytes;
+    if (request) {
+      const char* ahead = reinterpret_cast<const char*>(panel + s * kStepBytes + kRequestAhead);
+      for (int64_t line = 0; line < kStepBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
+    _tile_loadd(6, step, kPairBytes);
+    _tile_loadd(7, step + 64, kPairBytes);
     _tile_loadd(4, x + tiles.tile_at(j0, s), kTileRowBytes);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
@@ -133,11 +138,9 @@ void tile_steps(const MatmulArgs& a, const Bf16Tiles& tiles, int64_t j0, int64_t
     const int64_t t0 = (j0 + m) * kTileTokens;
     const int64_t n = std::min<int64_t>(tiles.rows, a.n_tokens - t0);
     for (int64_t r = 0; r < n; ++r) {
-      __m512 rows0, rows1;
-      to_rows(_mm512_load_ps(sums.c[m][0][r]), _mm512_load_ps(sums.c[m][1][r]), rows0, rows1);
       float* y = a.y + (t0 + r) * a.n_out + r0;
-      _mm512_storeu_ps(y, rows0);
-      _mm512_storeu_ps(y + 16, rows1);
+      _mm512_storeu_ps(y, _mm512_load_ps(sums.c[m][0][r]));
+      _mm512_storeu_ps(y + 16, _mm512_load_ps(sums.c[m][1][r]));
     }
   }
 }
@@ -155,7 +158,8 @@ void matmul_bf16_products_rows(const MatmulArgs& a, int64_t row_begin, int64_t r
   const int64_t pairs_a_pass = (std::min(pass_tiles, token_tiles) + 1) / 2;
   if (pairs_a_pass > 1 && waiting.size() < size_t(pairs_a_pass)) waiting.resize(size_t(pairs_a_pass));
   Sums* sums = pairs_a_pass > 1 ? waiting.data() : &own;
-  alignas(64) uint8_t b[kChunkSteps * kStepBytes];
+  alignas(64) uint8_t last_step[kStepBytes];
+  const bool copies_last_step = a.n_in % (2 * Bf16Tiles::kStepPairs) != 0;
   configure_tiles(static_cast<int>(tiles.rows));
   for (int64_t jp = 0; jp < token_tiles; jp += pass_tiles) {
     const int64_t jp_end = std::min(token_tiles, jp + pass_tiles);
@@ -165,12 +169,16 @@ void matmul_bf16_products_rows(const MatmulArgs& a, int64_t row_begin, int64_t r
       const uint8_t* panel = a.w + size_t(r / kPanelRows) * kPanelRows * a.row_bytes;
       for (int64_t s0 = 0; s0 < tiles.steps; s0 += kChunkSteps) {
         const int64_t s1 = std::min(tiles.steps, s0 + kChunkSteps);
-        tile_memory_fence();  // the last chunk's tile loads of b before it is overwritten
-        pack_b_tiles(panel, a.n_in, s0, s1, b);
+        const bool copied = copies_last_step && s1 == tiles.steps;
+        if (copied) {
+          tile_memory_fence();  // the last panel's tile loads of last_step before it is overwritten
+          copy_last_step(panel, a.n_in, s1 - 1, last_step);
+        }
+        const uint8_t* last = copied ? last_step : nullptr;
         for (int64_t j = jp; j < jp_end; j += 2) {
           Sums& s = sums[(j - jp) / 2];
-          j + 2 <= jp_end ? tile_steps<2>(a, tiles, j, r, s0, s1, b, s, reload)
-                          : tile_steps<1>(a, tiles, j, r, s0, s1, b, s, reload);
+          j + 2 <= jp_end ? tile_steps<2>(a, tiles, j, r, s0, s1, panel, last, s, reload, j == jp)
+                          : tile_steps<1>(a, tiles, j, r, s0, s1, panel, last, s, reload, j == jp);
         }
       }
     }

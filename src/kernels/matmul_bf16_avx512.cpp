@@ -2,13 +2,14 @@
 // activations rounded to bf16, on AVX-512 BF16's vdpbf16ps, which multiplies 16 lanes of bf16 pairs and adds
 // both products to an fp32 lane: twice the multiply-adds per instruction of the fp32 FMA the float panels use.
 //
-// A panel stores each k's 32 row values side by side (64 bytes); vdpbf16ps wants each lane to hold one row's
-// values at k and k + 1. One vpunpcklwd and one vpunpckhwd of the slices k and k + 1 make two such registers,
-// rows {0-3, 8-11, 16-19, 24-27} and {4-7, 12-15, 20-23, 28-31} of the panel: a tile keeps its sums in that
-// lane order and permutes them into row order (exact moves) when it stores them. The activations are rounded
-// once per call (round_to_bf16), so each token's row of bf16 is a row of bf16 pairs: the 32-bit word p holds
-// x[2p] in its low half and x[2p + 1] in its high half, the order the unpacked weights pair them. An odd n_in
-// pairs the last k with a zero weight and a zero activation. Batches of more than kPanelDirectTokens tokens get the
+// vdpbf16ps wants each lane to hold one row's values at k and k + 1: the pair words a BF16 panel stores
+// (interleave.h), 128 bytes a pair, so rows 0-15 and 16-31 of pair p are two loads as they lie, with the sums in
+// row order. (Panels of slices, one k's 32 rows side by side, took a vpunpcklwd and a vpunpckhwd per pair and a
+// permutation of the sums: one-token products of 65536 × 2048 from memory read 25.3 GB/s against 28.2 without
+// them, Intel Xeon, 2 threads.) The activations are rounded once per call (round_to_bf16), so each token's row
+// of bf16 is a row of bf16 pairs: the 32-bit word p holds x[2p] in its low half and x[2p + 1] in its high half,
+// the order the weights pair them. An odd n_in pairs the last k (a slice of its own) with a zero weight and a
+// zero activation. Batches of more than kPanelDirectTokens tokens get the
 // pairs in the order the packed tiles read them (tile_order.h), written once by the rounding for every thread and
 // every matrix that shares the input.
 //
@@ -26,7 +27,6 @@
 #include <bit>
 #include <cstdint>
 
-#include "kernels/bf16_pair_lanes_zmm_inl.h"
 #include "kernels/bf16_tile_layout.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_ymm_inl.h"
@@ -38,7 +38,7 @@
 namespace tessera::kernels::avx512 {
 namespace {
 
-constexpr int64_t kSliceBytes = kPanelRows * 2;  // one k of a panel: 32 bf16
+constexpr int64_t kPairBytes = kPanelRows * 4;  // one pair of k of a panel: 32 pair words
 
 // Pairs per chunk of a prompt's rows, and tokens per block. A panel's chunk of weights (up to 256 KiB) stays in
 // L2 while the block's tiles pass over it, each tile reading its own chunk of pairs (up to 96 KiB) once per panel.
@@ -61,18 +61,16 @@ TESSERA_INLINE inline __m512 dot_pairs(__m512 acc, __m512i w, __m512i x) {
   return _mm512_dpbf16_ps(acc, std::bit_cast<__m512bh>(w), std::bit_cast<__m512bh>(x));
 }
 
-// The two pair registers of slices k and k + 1 (at p and p + kSliceBytes).
+// A pair's words of rows 0-15 and 16-31 (at p).
 TESSERA_INLINE inline void load_pairs(const uint8_t* p, __m512i& lo, __m512i& hi) {
-  const __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + kSliceBytes);
-  lo = _mm512_unpacklo_epi16(a, b);
-  hi = _mm512_unpackhi_epi16(a, b);
+  lo = _mm512_loadu_si512(p);
+  hi = _mm512_loadu_si512(p + 64);
 }
 
-// The last k of an odd row, paired with zero.
+// The last k of an odd row (its slice at p), paired with zero.
 TESSERA_INLINE inline void load_last(const uint8_t* p, __m512i& lo, __m512i& hi) {
-  const __m512i a = _mm512_loadu_si512(p), zero = _mm512_setzero_si512();
-  lo = _mm512_unpacklo_epi16(a, zero);
-  hi = _mm512_unpackhi_epi16(a, zero);
+  lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
 }
 
 // The panel of rows [r0, r0 + 32) times NT tokens from t0 over the pairs [p0, p0 + n_p). Token t's pair p is
@@ -104,7 +102,8 @@ __attribute__((noinline, flatten)) void bf16_tile(const MatmulArgs& a, int64_t r
       lo[t] = hi[t] = _mm512_setzero_ps();
     } else {
       const float* y = a.y + (t0 + t) * a.n_out + r0;
-      from_rows(_mm512_loadu_ps(y), _mm512_loadu_ps(y + 16), lo[t], hi[t]);
+      lo[t] = _mm512_loadu_ps(y);
+      hi[t] = _mm512_loadu_ps(y + 16);
     }
   });
   auto step = [&](int64_t p, __m512i wlo, __m512i whi) TESSERA_INLINE {
@@ -120,16 +119,16 @@ __attribute__((noinline, flatten)) void bf16_tile(const MatmulArgs& a, int64_t r
   const int64_t share = share_end - share_begin;
   int64_t credit = 0, requested = share_begin;
   for (int64_t p = p0; p < full_end; ++p) {
-    const uint8_t* w = panel + 2 * p * kSliceBytes;
+    const uint8_t* w = panel + p * kPairBytes;
     if constexpr (kPacked) {
       if (ahead == nullptr) {
       } else if (only_tile) {  // a block of one tile: as measured before the shares, into L1
-        const char* next = reinterpret_cast<const char*>(ahead + 2 * p * kSliceBytes);
+        const char* next = reinterpret_cast<const char*>(ahead + p * kPairBytes);
         _mm_prefetch(next, _MM_HINT_T0);
         _mm_prefetch(next + 64, _MM_HINT_T0);
       } else if ((credit += share) >= n_p) {
         credit -= n_p;
-        const char* next = reinterpret_cast<const char*>(ahead + 2 * requested++ * kSliceBytes);
+        const char* next = reinterpret_cast<const char*>(ahead + requested++ * kPairBytes);
         _mm_prefetch(next, _MM_HINT_T1);
         _mm_prefetch(next + 64, _MM_HINT_T1);
       }
@@ -143,15 +142,13 @@ __attribute__((noinline, flatten)) void bf16_tile(const MatmulArgs& a, int64_t r
   }
   if (full_end < p_end) {  // n_in odd: the last pair
     __m512i wlo, whi;
-    load_last(panel + 2 * full_end * kSliceBytes, wlo, whi);
+    load_last(panel + full_end * kPairBytes, wlo, whi);
     step(full_end, wlo, whi);
   }
   static_for<NT>([&](auto t) TESSERA_INLINE {
-    __m512 rows0, rows1;
-    to_rows(lo[t], hi[t], rows0, rows1);
     float* y = a.y + (t0 + t) * a.n_out + r0;
-    _mm512_storeu_ps(y, rows0);
-    _mm512_storeu_ps(y + 16, rows1);
+    _mm512_storeu_ps(y, lo[t]);
+    _mm512_storeu_ps(y + 16, hi[t]);
   });
 }
 

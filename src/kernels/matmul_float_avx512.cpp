@@ -150,6 +150,12 @@ struct PanelZmm {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
+  // The even k's weights (low halves) or the odd k's (high halves) of BF16's pair words (interleave.h), loaded
+  // as floats.
+  static V bf16_low(V pairs) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(pairs), 16)); }
+  static V bf16_high(V pairs) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(pairs), _mm512_set1_epi32(int32_t(0xffff0000u))));
+  }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   // 32 FP8 E4M3 bytes (two vectors' rows) as their values · 2^-8, fp16_bits_of_fp8 on a whole zmm of words.
   static void load_fp8_scaled_pair(const uint8_t* p, V& lo, V& hi) {

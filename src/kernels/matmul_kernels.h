@@ -71,6 +71,8 @@ struct MatmulArgs {
   // kPanelDirectTokens tokens row by row, more in the packed tiles' order (tile_order.h); at Isa::Amx, in the
   // AMX tiles' layout (bf16_tile_layout.h).
   const uint32_t* x_bf16 = nullptr;
+  // BF16x32 with bf16 products (WeightMatrix::bf16_products): the panels are in pair order (interleave.h).
+  bool bf16_pairs = false;
   // Float panels (matmul_panel_inl.h) with more than kPanelDirectTokens tokens: x in the packed tiles' order
   // (tile_order.h), written once per call by pack_panel_acts of the kernels' ISA level.
   const float* x_packed = nullptr;

@@ -10,6 +10,9 @@
 // element; at 512 tokens they ran at 61-69 % of the fp32 peak on one Zen 5 core, where this tile's instruction
 // mix runs at 92-94 % in cache.)
 //
+// BF16 panels in pair order (a matrix with bf16 products, interleave.h) at a level without AVX-512 BF16: the
+// even k takes the low halves of the pair words, the odd k their high halves, so the chain still takes k in order.
+//
 // Every element is one FMA chain over k in order from zero: y[t][r] = fma(w[r][k], x[t][k], ..) for k = 0, 1,
 // ..., n_in - 1, whatever the tile, the token count, the thread split or the vector width: a token's result has
 // the same bits alone or in any batch, and at the AVX2 and AVX-512 levels alike. A prompt's long rows run in
@@ -24,6 +27,10 @@
 
 namespace tessera::kernels {
 namespace {
+
+// The template argument for BF16 panels in pair order (MatmulArgs::bf16_pairs): a tag beside the kernel types,
+// never a matrix's.
+constexpr KernelType kBf16Pairs = static_cast<KernelType>(-1);
 
 template <KernelType T>
 constexpr int panel_elem_bytes() {
@@ -54,6 +61,48 @@ TESSERA_INLINE inline void panel_load_tile(const uint8_t* const (&w)[NV], int64_
   }
 }
 
+// How a k's weights lie in its panel: in a slice of their own (and BF16's odd last k in pair order), or in the
+// low (k even) or high half of pair words.
+enum class PanelK { Slice, Low, High, Last };
+template <PanelK K>
+using PanelKTag = std::integral_constant<PanelK, K>;
+
+// body(k, tag) for every k in [k0, k_end) in order; k0 is even (0 or a chunk's start).
+template <KernelType T, typename F>
+TESSERA_INLINE inline void for_each_panel_k(int64_t k0, int64_t k_end, int64_t n_in, F&& body) {
+  if constexpr (T == kBf16Pairs) {
+    const int64_t pairs_end = std::min(k_end, n_in & ~int64_t(1));
+    int64_t k = k0;
+    for (; k < pairs_end; k += 2) {
+      body(k, PanelKTag<PanelK::Low>{});
+      body(k + 1, PanelKTag<PanelK::High>{});
+    }
+    if (k < k_end) body(k, PanelKTag<PanelK::Last>{});
+  } else {
+    for (int64_t k = k0; k < k_end; ++k) body(k, PanelKTag<PanelK::Slice>{});
+  }
+}
+
+// A tile's NV weight vectors at k, `k` counted from where w points (an even k); `last`: BF16's odd last k.
+// Pair words are loaded once, at the even k, into `pairs`, and the odd k takes their high halves.
+template <typename PV, KernelType T, int NV, PanelK K>
+TESSERA_INLINE inline void panel_load_k(const uint8_t* const (&w)[NV], const uint8_t* const (&last)[NV], int64_t k,
+                                        PanelKTag<K>, typename PV::V (&pairs)[NV], typename PV::V (&wv)[NV]) {
+  constexpr int64_t kSlice = kPanelRows * panel_elem_bytes<T>();  // in pair order: a pair's 128 bytes per 2 k
+  if constexpr (K == PanelK::Slice) {
+    panel_load_tile<PV, T, NV>(w, k * kSlice, wv);
+  } else if constexpr (K == PanelK::Low) {
+    static_for<NV>([&](auto v) TESSERA_INLINE {
+      pairs[v] = PV::load_f32(w[v] + k * kSlice);
+      wv[v] = PV::bf16_low(pairs[v]);
+    });
+  } else if constexpr (K == PanelK::High) {
+    static_for<NV>([&](auto v) TESSERA_INLINE { wv[v] = PV::bf16_high(pairs[v]); });
+  } else {
+    static_for<NV>([&](auto v) TESSERA_INLINE { wv[v] = PV::load_bf16(last[v]); });
+  }
+}
+
 // FP8: the factor each row's chain is multiplied by once it has ended (row scale · 2^8); the others have none.
 template <KernelType T>
 constexpr bool panel_scaled() {
@@ -66,14 +115,19 @@ TESSERA_INLINE inline typename PV::V panel_scales(const MatmulArgs& a, int64_t r
 }
 
 // Where vector v of a tile starting at row r0 reads its rows' weights at k = 0 (the k-slice stride is
-// 32 · element bytes); L divides 32, so a vector never straddles two panels.
+// 32 · element bytes; in pair order: in the first pair's words, 4 bytes a row, and at an odd row's last k,
+// `last`); L divides 32, so a vector never straddles two panels.
 template <typename PV, KernelType T, int NV>
-TESSERA_INLINE inline void panel_vectors(const MatmulArgs& a, int64_t r0, const uint8_t* w[NV]) {
+TESSERA_INLINE inline void panel_vectors(const MatmulArgs& a, int64_t r0, const uint8_t* w[NV],
+                                         const uint8_t* last[NV]) {
   constexpr int64_t L = PV::kLanes;
+  constexpr size_t kRowBytes = T == kBf16Pairs ? 4 : panel_elem_bytes<T>();
   const size_t panel_bytes = size_t(kPanelRows) * a.row_bytes;
   static_for<NV>([&](auto v) TESSERA_INLINE {
     const int64_t r = r0 + v * L;
-    w[v] = a.w + size_t(r / kPanelRows) * panel_bytes + size_t(r % kPanelRows) * panel_elem_bytes<T>();
+    const uint8_t* panel = a.w + size_t(r / kPanelRows) * panel_bytes;
+    w[v] = panel + size_t(r % kPanelRows) * kRowBytes;
+    last[v] = panel + size_t(a.n_in - 1) * kPanelRows * 2 + size_t(r % kPanelRows) * 2;
   });
 }
 
@@ -84,13 +138,14 @@ template <typename PV, KernelType T, int NV, int NT>
 __attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, int64_t r0, int64_t t0) {
   constexpr int64_t L = PV::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
   constexpr int kVectorsPerPanel = kPanelRows / L, kPanels = (NV + kVectorsPerPanel - 1) / kVectorsPerPanel;
-  const uint8_t* w[NV];
-  panel_vectors<PV, T, NV>(a, r0, w);
+  const uint8_t *w[NV], *last[NV];
+  panel_vectors<PV, T, NV>(a, r0, w, last);
   const float* x[NT];
   static_for<NT>([&](auto t) TESSERA_INLINE { x[t] = a.x + (t0 + t) * a.n_in; });
   typename PV::V acc[NV][NT];
   static_for<NV>([&](auto v) TESSERA_INLINE { static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PV::zero(); }); });
-  for (int64_t k = 0; k < a.n_in; ++k) {
+  typename PV::V pairs[NV];  // in pair order: the words of this k and the next
+  for_each_panel_k<T>(0, a.n_in, a.n_in, [&](int64_t k, auto where) TESSERA_INLINE {
     // FP8's 32-byte slices share a line two by two: one request every other k.
     if (kSlice >= 64 || k % (64 / kSlice) == 0) {
       static_for<kPanels>([&](auto p) TESSERA_INLINE {
@@ -102,12 +157,12 @@ __attribute__((noinline, flatten)) void panel_tile_direct(const MatmulArgs& a, i
     typename PV::V b[NT];
     static_for<NT>([&](auto t) TESSERA_INLINE { b[t] = PV::set1(x[t][k]); });
     typename PV::V wv[NV];
-    panel_load_tile<PV, T, NV>(w, k * kSlice, wv);
+    panel_load_k<PV, T, NV>(w, last, k, where, pairs, wv);
     static_for<NV>([&](auto v) TESSERA_INLINE {
       PV::pin(wv[v]);  // one load for the NT FMAs, not one per FMA
       static_for<NT>([&](auto t) TESSERA_INLINE { acc[v][t] = PV::fma(wv[v], b[t], acc[v][t]); });
     });
-  }
+  });
   static_for<NV>([&](auto v) TESSERA_INLINE {
     if constexpr (panel_scaled<T>()) {
       const typename PV::V scale = panel_scales<PV, T>(a, r0 + v * L);
@@ -127,8 +182,8 @@ __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, i
                                                           int64_t k0, int64_t n_k, bool first, const uint8_t* ahead) {
   constexpr int64_t L = PV::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
   constexpr int64_t kStepBytes = PV::kPackedRows * panel_elem_bytes<T>();  // per k: a panel's slice, or half of it
-  const uint8_t* w[NV];
-  panel_vectors<PV, T, NV>(a, r0, w);
+  const uint8_t *w[NV], *last[NV];
+  panel_vectors<PV, T, NV>(a, r0, w, last);
   static_for<NV>([&](auto v) TESSERA_INLINE { w[v] += k0 * kSlice; });
   if (ahead != nullptr) ahead += k0 * kSlice;
   typename PV::V acc[NV][NT];
@@ -143,17 +198,19 @@ __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, i
   // level (189-203 against 186-203).
   constexpr int64_t kParts = PV::kPackedRows / (NV * L);
   const int64_t part = r0 / (NV * L) % kParts;
-  for (int64_t k = 0; k < n_k; ++k) {
+  typename PV::V pairs[NV];  // in pair order: the words of this k and the next
+  for_each_panel_k<T>(k0, k0 + n_k, a.n_in, [&](int64_t k_in_row, auto where) TESSERA_INLINE {
+    const int64_t k = k_in_row - k0;
     if (ahead != nullptr && (kParts == 1 || k % kParts == part)) {
       static_for<(kStepBytes + 63) / 64>([&](auto line) TESSERA_INLINE { prefetch(ahead + k * kSlice + 64 * line); });
     }
     typename PV::V wv[NV];
-    panel_load_tile<PV, T, NV>(w, k * kSlice, wv);
+    panel_load_k<PV, T, NV>(w, last, k, where, pairs, wv);
     static_for<NT>([&](auto t) TESSERA_INLINE {
       const typename PV::V b = PV::set1(xp[k * NT + t]);
       static_for<NV>([&](auto v) TESSERA_INLINE { acc[v][t] = PV::fma(wv[v], b, acc[v][t]); });
     });
-  }
+  });
   static_for<NV>([&](auto v) TESSERA_INLINE {
     if constexpr (panel_scaled<T>()) {
       if (k0 + n_k == a.n_in) {
@@ -258,7 +315,9 @@ void panel_matmul_rows(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
   switch (a.type) {
     case KernelType::F32x32: return panel_rows<PV, KernelType::F32x32>(a, row_begin, row_end);
     case KernelType::F16x32: return panel_rows<PV, KernelType::F16x32>(a, row_begin, row_end);
-    case KernelType::BF16x32: return panel_rows<PV, KernelType::BF16x32>(a, row_begin, row_end);
+    case KernelType::BF16x32:
+      return a.bf16_pairs ? panel_rows<PV, kBf16Pairs>(a, row_begin, row_end)
+                          : panel_rows<PV, KernelType::BF16x32>(a, row_begin, row_end);
     case KernelType::FP8x32: return panel_rows<PV, KernelType::FP8x32>(a, row_begin, row_end);
     default: return;
   }

@@ -374,6 +374,15 @@ void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite) {
       [](WeightMatrix& m) { m.type = TensorType::BF16; });
 }
 
+void pair_bf16_product_panels(ModelWeights& w, const WeightRewriter& rewrite) {
+  if (active_isa() < Isa::Avx512Bf16) return;  // the fp32 path, which reads slices faster
+  rewrite_linear_once(
+      w, rewrite,
+      [](const WeightMatrix& m) { return m.type == TensorType::BF16 && m.layout == WeightLayout::Panel32; },
+      [](const WeightMatrix& m, uint8_t* p) { pair_bf16_panels(p, m.n_out, m.n_in); },
+      [](WeightMatrix& m) { m.bf16_products = true; });
+}
+
 void Model::apply(const LoadOptions& options) {
   check_int8_threshold(options.int8_threshold);
   if (options.interleave_rows && file_ != nullptr) {
@@ -384,11 +393,10 @@ void Model::apply(const LoadOptions& options) {
     };
     interleave_weights(weights_, rewrite, all_private);
     if (options.bf16_products == Bf16Products::Bf16AndF16Weights) round_f16_panels_to_bf16(weights_, rewrite);
+    if (options.bf16_products != Bf16Products::Off) pair_bf16_product_panels(weights_, rewrite);
   }
   for_each_linear(weights_, [&](WeightMatrix& m) {
     if (m.type == TensorType::I8) m.outlier_threshold = options.int8_threshold;
-    m.bf16_products = options.bf16_products != Bf16Products::Off && m.type == TensorType::BF16 &&
-                      m.layout == WeightLayout::Panel32;
   });
 }
 

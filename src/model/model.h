@@ -56,7 +56,8 @@ struct LoadOptions {
   // BF16's vdpbf16ps at twice the fp32 FMA rate (WeightMatrix::bf16_products). By default the BF16 ones, as
   // llama.cpp and ik_llama.cpp compute BF16 weights and as the models were trained; F16 and F32 keep fp32
   // activations. No effect on matrices left in rows, or on CPUs without AVX-512 BF16. The CPU is asked when
-  // the model loads (for F16) and at each call (for the kernels): the ISA cap (TESSERA_ISA) is set before either.
+  // the model loads (which matrices are marked and stored in pair order) and at each call (for the kernels):
+  // the ISA cap (TESSERA_ISA) is set before either.
   Bf16Products bf16_products = Bf16Products::Bf16Weights;
 };
 
@@ -73,6 +74,11 @@ void interleave_weights(ModelWeights& w, const WeightRewriter& rewrite, bool flo
 // significant bits of 11); a view sharing their bytes (a tied embedding) takes the new type. Nothing below the
 // AVX-512 BF16 level, where no bf16 products would use them.
 void round_f16_panels_to_bf16(ModelWeights& w, const WeightRewriter& rewrite);
+
+// BF16 matrices in panels rewritten through `rewrite` in pair order (kernels/interleave.h) and marked for bf16
+// products (WeightMatrix::bf16_products), where the active level has AVX-512 BF16; elsewhere they stay as they
+// are and take the fp32 path.
+void pair_bf16_product_panels(ModelWeights& w, const WeightRewriter& rewrite);
 
 class Model {
  public:
@@ -96,7 +102,7 @@ class Model {
   const std::string& name() const { return name_; }
   uint64_t weight_bytes() const;  // bytes of all tensors the forward pass reads
   int64_t n_int8_matrices() const;  // I8 matrices the forward pass multiplies with (what int8_threshold affects)
-  // BF16 matrices marked for bf16 products (LoadOptions::bf16_products; they take them where the CPU has
+  // BF16 matrices marked for bf16 products (LoadOptions::bf16_products; only where the level at load had
   // AVX-512 BF16).
   int64_t n_bf16_product_matrices() const;
   // Whether any of them takes bf16 products now: marked, and the active ISA level has AVX-512 BF16.

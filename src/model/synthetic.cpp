@@ -396,6 +396,7 @@ std::shared_ptr<Model> make_synthetic_model(const ModelPreset& preset, const Syn
     };
     interleave_weights(w, in_place);
     if (options.bf16_products == Bf16Products::Bf16AndF16Weights) round_f16_panels_to_bf16(w, in_place);
+    if (options.bf16_products != Bf16Products::Off) pair_bf16_product_panels(w, in_place);
   }
   std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(synthetic_vocab(preset.n_vocab));
   return Model::from_parts(preset_config(preset), std::move(w), std::move(tokenizer), std::move(storage), options);

@@ -60,6 +60,14 @@ Interleaved make_interleaved(TensorType type, int64_t n_out, int64_t n_in, uint3
   return m;
 }
 
+// make_interleaved's BF16 panels as the loader gives a matrix with bf16 products: in pair order, marked.
+Interleaved make_bf16_product_panels(int64_t n_out, int64_t n_in, uint32_t seed) {
+  Interleaved m = make_interleaved(TensorType::BF16, n_out, n_in, seed);
+  pair_bf16_panels(m.data.data(), n_out, n_in);
+  m.view.bf16_products = true;
+  return m;
+}
+
 // Each of the n_tokens tokens of x multiplied alone (one thread) at `isa`: the bits every batch must reproduce.
 std::vector<float> outputs_alone(const Interleaved& m, const std::vector<float>& x, int64_t n_tokens, Isa isa) {
   ThreadPool one(1);
@@ -489,8 +497,7 @@ TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
     SCOPED_TRACE(isa_name(isa));
     for (const int64_t n_in : {96, 101, 1030, 5125}) {
       const int64_t n_out = 3 * kPanelRows, n_tokens = 190;
-      Interleaved m = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(40 + n_in));
-      m.view.bf16_products = true;
+      const Interleaved m = make_bf16_product_panels(n_out, n_in, uint32_t(40 + n_in));
       const auto x = random_floats(size_t(n_tokens * n_in), 41);
       const std::vector<float> alone = outputs_alone(m, x, n_tokens, isa);
       expect_batch_equals_alone(m, x, n_tokens, alone, isa);
@@ -521,6 +528,55 @@ TEST(InterleavePanels, Bf16ProductsRoundTheActivationsAndKeepBatchInvariance) {
   }
 }
 
+// BF16 panels in pair order (interleave.h): every value where the layout says (a pair word's low half for the even
+// k, its high half for the odd one, an odd n_in's last k in a slice of 32 rows), and rows read back as stored.
+TEST(InterleavePanels, Bf16PairOrderPutsEveryValueWhereTheLayoutSays) {
+  for (const int64_t n_in : {2, 7, 100, 101}) {
+    const int64_t n_out = 2 * kPanelRows;
+    const Interleaved slices = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(80 + n_in));
+    const Interleaved m = make_bf16_product_panels(n_out, n_in, uint32_t(80 + n_in));
+    ASSERT_EQ(m.rows.data, slices.rows.data);
+    const size_t panel_bytes = size_t(kPanelRows * n_in * 2);
+    for (int64_t r = 0; r < n_out; ++r) {
+      const int64_t l = r % kPanelRows;
+      const uint8_t* panel = m.data.data() + size_t(r / kPanelRows) * panel_bytes;
+      for (int64_t k = 0; k < n_in; ++k) {
+        const size_t at = k + 1 < n_in || n_in % 2 == 0 ? size_t((k / 2) * 128 + l * 4 + (k % 2) * 2)
+                                                          : size_t(k * 64 + l * 2);
+        ASSERT_EQ(0, std::memcmp(panel + at, m.rows.view.row(r) + 2 * k, 2)) << "n_in " << n_in << ", row " << r << ", k " << k;
+      }
+    }
+    std::vector<uint8_t> row(m.view.row_bytes);
+    for (int64_t r = 0; r < n_out; ++r) {
+      deinterleave_row(m.view, r, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), m.rows.view.row(r), row.size())) << "n_in " << n_in << ", row " << r;
+    }
+  }
+}
+
+// The fp32 path at the levels without AVX-512 BF16 reads panels in pair order (a matrix loaded for bf16 products
+// on a machine whose kernels are then capped lower) with the same FMA chains as slices: the same bits, for the
+// direct tiles, the packed ones over several chunks and an odd n_in's last k.
+TEST(InterleavePanels, Bf16PairOrderGivesTheFp32PathTheSameBits) {
+  for (const int64_t n_in : {100, 101, 2600}) {
+    const int64_t n_out = 3 * kPanelRows;
+    const Interleaved slices = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(90 + n_in));
+    const Interleaved pairs = make_bf16_product_panels(n_out, n_in, uint32_t(90 + n_in));
+    for (const Isa isa : kernel_isas()) {
+      if (isa >= Isa::Avx512Bf16 || isa > detected_isa()) continue;
+      ThreadPool pool(2);
+      for (const int64_t n_tokens : {1, 2, 3, 4, 5, 17, 190}) {
+        const auto x = random_floats(size_t(n_tokens * n_in), 91 + uint32_t(n_tokens));
+        std::vector<float> a(size_t(n_tokens * n_out)), b(a.size());
+        matmul(slices.view, x.data(), n_tokens, a.data(), pool, isa);
+        matmul(pairs.view, x.data(), n_tokens, b.data(), pool, isa);
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.size()))
+            << isa_name(isa) << ", n_in " << n_in << ", " << n_tokens << " tokens";
+      }
+    }
+  }
+}
+
 // The AMX-BF16 tiles' passes over the batch (as many token tiles as keep their activations in L2): passes of 4
 // tiles ending with one of 1 (n_in 5125, 130 tokens), of 3 with an odd tile whose sums wait in memory between
 // chunks (33-48 tokens), rows so long that a pass is 2 tiles whose sums stay in the C tiles (n_in 12289), and
@@ -529,8 +585,7 @@ TEST(InterleavePanels, Bf16AmxTilePassesKeepBatchInvariance) {
   if (detected_isa() < Isa::Amx) GTEST_SKIP() << "no AMX";
   for (const int64_t n_in : {31, 5125, 12289}) {
     const int64_t n_out = 2 * kPanelRows, n_tokens = 130;
-    Interleaved m = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(60 + n_in));
-    m.view.bf16_products = true;
+    const Interleaved m = make_bf16_product_panels(n_out, n_in, uint32_t(60 + n_in));
     const auto x = random_floats(size_t(n_tokens * n_in), 61);
     const std::vector<float> alone = outputs_alone(m, x, n_tokens, Isa::Amx);
     for (const int threads : {1, 2, 3}) {
@@ -681,11 +736,10 @@ TEST(Interleave, PanelSetsShareOneInput) {
 TEST(Interleave, Bf16ProductSetsShareOneInput) {
   if (detected_isa() < Isa::Avx512Bf16) GTEST_SKIP() << "no AVX-512 BF16";
   const int64_t n_in = 98;
-  Interleaved q = make_interleaved(TensorType::BF16, 128, n_in, 37);
-  Interleaved k = make_interleaved(TensorType::BF16, 32, n_in, 38);
+  const Interleaved q = make_bf16_product_panels(128, n_in, 37);
+  const Interleaved k = make_bf16_product_panels(32, n_in, 38);
   const Interleaved plain = make_interleaved(TensorType::BF16, 64, n_in, 39);
   const Interleaved f16 = make_interleaved(TensorType::F16, 32, n_in, 42);
-  q.view.bf16_products = k.view.bf16_products = true;
   const std::vector<std::vector<const WeightMatrix*>> sets = {
       {&q.view, &k.view, &k.view}, {&q.view, &plain.view}, {&k.view, &f16.view, &q.view}};
   for (const Isa isa : {Isa::Avx512Bf16, Isa::Amx}) {
