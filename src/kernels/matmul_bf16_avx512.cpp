@@ -47,7 +47,7 @@ constexpr int64_t kPairBytes = kPanelRows * 4;  // one pair of k of a panel: 32 
 // 432-452 GFLOP/s against 380-429 for the constants before, 256 pairs and 120 tokens, and 396-443
 // for 1024 pairs; 1408-2816 pairs measured alike on the 2816 pairs of a 5632-long row, as did 240 tokens.
 constexpr int64_t kPairChunk = 2048;
-// 24 sums, two pair registers (and the two slices they are unpacked from) and a broadcast of the 32 registers;
+// 24 sums, two pair registers and a broadcast of the 32 registers;
 // 14 tokens (28 sums) measured no different in three alternations (Zen 4, TinyLlama BF16 prefill).
 constexpr int kPackedTokens = 12;
 constexpr int64_t kTokenBlock = 180;

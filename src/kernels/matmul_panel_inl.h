@@ -181,7 +181,8 @@ template <typename PV, KernelType T, int NV, int NT>
 __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, int64_t r0, int64_t t0, const float* xp,
                                                           int64_t k0, int64_t n_k, bool first, const uint8_t* ahead) {
   constexpr int64_t L = PV::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
-  constexpr int64_t kStepBytes = PV::kPackedRows * panel_elem_bytes<T>();  // per k: a panel's slice, or half of it
+  // Per k: a panel's slice, or half of it; in pair order these bytes per pair, requested at its even k.
+  constexpr int64_t kStepBytes = PV::kPackedRows * (T == kBf16Pairs ? 4 : panel_elem_bytes<T>());
   const uint8_t *w[NV], *last[NV];
   panel_vectors<PV, T, NV>(a, r0, w, last);
   static_for<NV>([&](auto v) TESSERA_INLINE { w[v] += k0 * kSlice; });
@@ -201,7 +202,9 @@ __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, i
   typename PV::V pairs[NV];  // in pair order: the words of this k and the next
   for_each_panel_k<T>(k0, k0 + n_k, a.n_in, [&](int64_t k_in_row, auto where) TESSERA_INLINE {
     const int64_t k = k_in_row - k0;
-    if (ahead != nullptr && (kParts == 1 || k % kParts == part)) {
+    const bool requests = T == kBf16Pairs ? k % 2 == 0 && (kParts == 1 || k / 2 % kParts == part)
+                                          : kParts == 1 || k % kParts == part;
+    if (ahead != nullptr && requests) {
       static_for<(kStepBytes + 63) / 64>([&](auto line) TESSERA_INLINE { prefetch(ahead + k * kSlice + 64 * line); });
     }
     typename PV::V wv[NV];
@@ -281,7 +284,7 @@ void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
         // is harmless to request).
         const int64_t next = r + kStep;
         const uint8_t* ahead = a.w + size_t(next / kPanelRows) * kPanelRows * a.row_bytes +
-                               size_t(next % kPanelRows) * panel_elem_bytes<T>();
+                               size_t(next % kPanelRows) * (T == kBf16Pairs ? 4 : panel_elem_bytes<T>());
         if (next >= a.n_out) ahead = nullptr;
         for_each_tile<NT>(tb, te, [&](auto nt, int64_t t) {
           panel_step_tile<PV, T, decltype(nt)::value>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k,

@@ -28,10 +28,11 @@ struct WeightMatrix {
   // A load option (Model::load), not part of the file.
   float outlier_threshold = 0.0f;
   // TensorType::BF16 in WeightLayout::Panel32 only, a load option (LoadOptions::bf16_products, on for BF16 by
-  // default): on CPUs with AVX-512 BF16, activations are rounded to bf16 and multiplied with vdpbf16ps
-  // (kernels/matmul_bf16_avx512.cpp, twice the fp32 FMA rate on AMD Zen 4 and 5), or on AMX-BF16 tiles at Isa::Amx
-  // (matmul_bf16_amx.cpp), at the cost of the activations' rounding (8 significant bits). Its panels are then in
-  // pair order (kernels/interleave.h), which the fp32 path also reads at levels without AVX-512 BF16.
+  // default; the loader sets it only where the level at load has AVX-512 BF16): there, activations are rounded
+  // to bf16 and multiplied with vdpbf16ps (kernels/matmul_bf16_avx512.cpp, twice the fp32 FMA rate on AMD Zen 4
+  // and 5), or on AMX-BF16 tiles at Isa::Amx (matmul_bf16_amx.cpp), at the cost of the activations' rounding (8
+  // significant bits). Its panels are then in pair order (kernels/interleave.h), which the fp32 path also reads
+  // at levels without AVX-512 BF16.
   bool bf16_products = false;
   // TensorType::INT4 only: value = scale · (q − zero) per group of group_size values along the row (the last
   // group of a row may be shorter). fp16, [n_out, n_groups] with n_groups = ceil(n_in / group_size).

@@ -556,9 +556,9 @@ TEST(InterleavePanels, Bf16PairOrderPutsEveryValueWhereTheLayoutSays) {
 
 // The fp32 path at the levels without AVX-512 BF16 reads panels in pair order (a matrix loaded for bf16 products
 // on a machine whose kernels are then capped lower) with the same FMA chains as slices: the same bits, for the
-// direct tiles, the packed ones over several chunks and an odd n_in's last k.
+// direct tiles, the packed ones over several chunks and an odd n_in's last k, alone or in a later chunk (2601).
 TEST(InterleavePanels, Bf16PairOrderGivesTheFp32PathTheSameBits) {
-  for (const int64_t n_in : {100, 101, 2600}) {
+  for (const int64_t n_in : {100, 101, 2600, 2601}) {
     const int64_t n_out = 3 * kPanelRows;
     const Interleaved slices = make_interleaved(TensorType::BF16, n_out, n_in, uint32_t(90 + n_in));
     const Interleaved pairs = make_bf16_product_panels(n_out, n_in, uint32_t(90 + n_in));
