@@ -364,7 +364,7 @@ void matmul_shared_input(std::span<const MatmulTarget> targets, const float* x, 
     a.x = x;
     a.x_bf16 = x_bf16;
     a.x_packed = x_packed;
-    a.bf16_pairs = w.type == TensorType::BF16 && w.bf16_products;
+    a.bf16_pairs = w.pair_order();
     a.xq = xq[std::find(formats, formats + n_formats, act_kind(w, type, capped)) - formats];
     a.n_tokens = n_tokens;
     a.y = targets[j].y;

@@ -6,10 +6,11 @@
 // B tile whose row q holds, for each of 16 output rows, that row's weights at 2q and 2q + 1, and adds the 16 × 16
 // dot products over the 32 values into fp32 sums (C). A BF16 panel stores exactly such rows (interleave.h: pair
 // q's 128 bytes are the 32 rows' pair words), so a step's two B tiles, rows 0-15 and 16-31 of the panel, load
-// from the weights as they lie (at +0 and +64, each tile row 128 bytes apart), and the sums come in row order. Only the row's last step, where
-// n_in is not a multiple of 32, is copied out with zero pairs past the row. (Panels of one k's 32 rows side by
-// side took a repacking of every step into B tiles: one-token products of 65536 × 2048 from memory, 2 threads,
-// read 22.3-22.8 GB/s that way against 25.6-26.3 with the weights loaded as they lie, before the requests below.)
+// from the weights as they lie (at +0 and +64, each tile row 128 bytes apart), and the sums come in row order.
+// Only the row's last step, where n_in is not a multiple of 32, is copied out with zero pairs past the row.
+// (Panels of one k's 32 rows side by side took a repacking of every step into B tiles: one-token products of
+// 65536 × 2048 from memory, 2 threads, read 22.3-22.8 GB/s that way against 25.6-26.3 with the weights loaded as
+// they lie, before the requests below.)
 //
 // Batch invariance: a tile row's sums depend on that row's activations and the B tiles only (a token alone in a
 // one-row tile and the same token among 15 others give the same bits, as the tests check), and every token's

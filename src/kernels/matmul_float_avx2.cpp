@@ -40,7 +40,9 @@ struct PanelYmm {
   // The even k's weights (low halves) or the odd k's (high halves) of BF16's pair words (interleave.h), loaded
   // as floats.
   static V bf16_low(V pairs) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(pairs), 16)); }
-  static V bf16_high(V pairs) { return _mm256_and_ps(pairs, _mm256_castsi256_ps(_mm256_set1_epi32(int32_t(0xffff0000u)))); }
+  static V bf16_high(V pairs) {
+    return _mm256_and_ps(pairs, _mm256_castsi256_ps(_mm256_set1_epi32(int32_t(0xffff0000u))));
+  }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   // 16 FP8 E4M3 bytes (two vectors' rows) as their values · 2^-8, fp16_bits_of_fp8 on a whole ymm of words.
   static void load_fp8_scaled_pair(const uint8_t* p, V& lo, V& hi) {

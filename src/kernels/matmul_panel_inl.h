@@ -37,6 +37,12 @@ constexpr int panel_elem_bytes() {
   return T == KernelType::F32x32 ? 4 : T == KernelType::FP8x32 ? 1 : 2;
 }
 
+// Bytes between two rows' weights in a slice, or in pair order in a pair (a pair word a row).
+template <KernelType T>
+constexpr int panel_row_stride() {
+  return T == kBf16Pairs ? 4 : panel_elem_bytes<T>();
+}
+
 // L weights of rows [r, r + L) at one k (p: the first row's element in the panel's k-slice); not FP8.
 template <typename PV, KernelType T>
 TESSERA_INLINE inline typename PV::V panel_load(const uint8_t* p) {
@@ -121,12 +127,11 @@ template <typename PV, KernelType T, int NV>
 TESSERA_INLINE inline void panel_vectors(const MatmulArgs& a, int64_t r0, const uint8_t* w[NV],
                                          const uint8_t* last[NV]) {
   constexpr int64_t L = PV::kLanes;
-  constexpr size_t kRowBytes = T == kBf16Pairs ? 4 : panel_elem_bytes<T>();
   const size_t panel_bytes = size_t(kPanelRows) * a.row_bytes;
   static_for<NV>([&](auto v) TESSERA_INLINE {
     const int64_t r = r0 + v * L;
     const uint8_t* panel = a.w + size_t(r / kPanelRows) * panel_bytes;
-    w[v] = panel + size_t(r % kPanelRows) * kRowBytes;
+    w[v] = panel + size_t(r % kPanelRows) * panel_row_stride<T>();
     last[v] = panel + size_t(a.n_in - 1) * kPanelRows * 2 + size_t(r % kPanelRows) * 2;
   });
 }
@@ -182,7 +187,7 @@ __attribute__((noinline, flatten)) void panel_tile_packed(const MatmulArgs& a, i
                                                           int64_t k0, int64_t n_k, bool first, const uint8_t* ahead) {
   constexpr int64_t L = PV::kLanes, kSlice = kPanelRows * panel_elem_bytes<T>();
   // Per k: a panel's slice, or half of it; in pair order these bytes per pair, requested at its even k.
-  constexpr int64_t kStepBytes = PV::kPackedRows * (T == kBf16Pairs ? 4 : panel_elem_bytes<T>());
+  constexpr int64_t kStepBytes = PV::kPackedRows * panel_row_stride<T>();
   const uint8_t *w[NV], *last[NV];
   panel_vectors<PV, T, NV>(a, r0, w, last);
   static_for<NV>([&](auto v) TESSERA_INLINE { w[v] += k0 * kSlice; });
@@ -284,7 +289,7 @@ void panel_rows_packed(const MatmulArgs& a, int64_t row_begin, int64_t row_end) 
         // is harmless to request).
         const int64_t next = r + kStep;
         const uint8_t* ahead = a.w + size_t(next / kPanelRows) * kPanelRows * a.row_bytes +
-                               size_t(next % kPanelRows) * (T == kBf16Pairs ? 4 : panel_elem_bytes<T>());
+                               size_t(next % kPanelRows) * panel_row_stride<T>();
         if (next >= a.n_out) ahead = nullptr;
         for_each_tile<NT>(tb, te, [&](auto nt, int64_t t) {
           panel_step_tile<PV, T, decltype(nt)::value>(a, r, t, a.x_packed + order.tile_at(t, k0), k0, n_k,

@@ -43,6 +43,8 @@ struct WeightMatrix {
 
   // Layout Rows only.
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+  // Panels in BF16's pair order (kernels/interleave.h), which bf16_products implies.
+  bool pair_order() const { return type == TensorType::BF16 && layout == WeightLayout::Panel32 && bf16_products; }
   int64_t n_groups() const { return group_size > 0 ? (n_in + group_size - 1) / group_size : 0; }
 };
 

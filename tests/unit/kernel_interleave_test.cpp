@@ -543,7 +543,8 @@ TEST(InterleavePanels, Bf16PairOrderPutsEveryValueWhereTheLayoutSays) {
       for (int64_t k = 0; k < n_in; ++k) {
         const size_t at = k + 1 < n_in || n_in % 2 == 0 ? size_t((k / 2) * 128 + l * 4 + (k % 2) * 2)
                                                           : size_t(k * 64 + l * 2);
-        ASSERT_EQ(0, std::memcmp(panel + at, m.rows.view.row(r) + 2 * k, 2)) << "n_in " << n_in << ", row " << r << ", k " << k;
+        ASSERT_EQ(0, std::memcmp(panel + at, m.rows.view.row(r) + 2 * k, 2))
+            << "n_in " << n_in << ", row " << r << ", k " << k;
       }
     }
     std::vector<uint8_t> row(m.view.row_bytes);
